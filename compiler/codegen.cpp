@@ -1,0 +1,164 @@
+// emit(): plan -> CUDA source (see codegen.h). Specialization is by constants in the generated
+// dskc_config.cuh (templates branch with `if constexpr`), never by runtime flags.
+#include "compiler/codegen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "compiler/errors.h"
+#include "compiler/templates.h"
+#include "compiler/version.h"
+
+namespace dskc {
+
+std::string float_literal(float v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+static std::string on_off(bool b) { return b ? "on" : "off"; }
+
+std::string emit_config_header(const LayerPlan& plan) {
+  const LayerConfig& c = plan.cfg;
+  const bool attn_drop = c.training && c.attn_dropout_ratio > 0;
+  const bool hid_drop = c.training && c.hidden_dropout_ratio > 0;
+  auto thr = [](double r) { return static_cast<uint32_t>(std::min(r * 4294967296.0, 4294967295.0)); };
+  std::ostringstream o;
+  o << "// dskc_config.cuh: compile-time constants of this layer (generated; config " << plan.config_hash << ").\n"
+    << "#pragma once\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include \"common/philox.cuh\"\n\n"
+    << fmt::format("using T = {};  // storage type: {}\n", dtype_cuda_type(c.dtype()), dtype_name(c.dtype()))
+    << fmt::format("constexpr int kBatch = {};  // batch_size: largest micro-batch accepted\n", c.batch_size)
+    << fmt::format("constexpr int kMaxSeq = {};  // max_seq_length\n", c.max_seq_length)
+    << fmt::format("constexpr int kSeqPad = {};  // attention rows padded to a multiple of this\n", kSeqPadElems)
+    << fmt::format("constexpr int kHidden = {};\n", c.hidden_size)
+    << fmt::format("constexpr int kHeads = {};\n", c.heads)
+    << fmt::format("constexpr int kHeadDim = {};\n", c.head_dim())
+    << fmt::format("constexpr int kInter = {};  // intermediate_size\n", c.intermediate_size)
+    << fmt::format("constexpr float kLayerNormEps = {};\n", float_literal(static_cast<float>(c.layer_norm_eps)))
+    << fmt::format("constexpr bool kTraining = {};\n", c.training)
+    << fmt::format("constexpr bool kPreLayerNorm = {};\n", c.pre_layer_norm)
+    << fmt::format("constexpr bool kGeluTanh = {};  // gelu_approximation: {}\n",
+                   c.gelu_approximation == GeluForm::Tanh, c.gelu_approximation == GeluForm::Tanh ? "tanh" : "none (erf)")
+    << fmt::format("constexpr bool kAttnDropoutCheckpoint = {};\n", c.attn_dropout_checkpoint)
+    << fmt::format("constexpr bool kNormalizeInvertible = {};\n", c.normalize_invertible)
+    << fmt::format("constexpr bool kGeluCheckpoint = {};\n", c.gelu_checkpoint)
+    << fmt::format("constexpr bool kStochasticMode = {};\n", c.stochastic_mode)
+    << fmt::format("constexpr bool kAttnDropoutOn = {};  // attn_dropout_ratio {}\n", attn_drop, c.attn_dropout_ratio)
+    << fmt::format("constexpr bool kHiddenDropoutOn = {};  // hidden_dropout_ratio {}\n", hid_drop, c.hidden_dropout_ratio);
+  if (attn_drop)
+    o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^32\n",
+                     thr(c.attn_dropout_ratio))
+      << fmt::format("constexpr float kAttnDropoutScale = {};  // 1 / (1 - ratio)\n",
+                     float_literal(static_cast<float>(1.0 / (1.0 - c.attn_dropout_ratio))));
+  else
+    o << "constexpr uint32_t kAttnDropoutThreshold = 0u;  // no attention dropout\n"
+      << "constexpr float kAttnDropoutScale = 1.0f;\n";
+  if (hid_drop)
+    o << fmt::format("constexpr uint32_t kHiddenDropoutThreshold = {}u;\n", thr(c.hidden_dropout_ratio))
+      << fmt::format("constexpr float kHiddenDropoutScale = {};\n",
+                     float_literal(static_cast<float>(1.0 / (1.0 - c.hidden_dropout_ratio))));
+  else
+    o << "constexpr uint32_t kHiddenDropoutThreshold = 0u;  // no hidden dropout\n"
+      << "constexpr float kHiddenDropoutScale = 1.0f;\n";
+  return o.str();
+}
+
+std::string inline_templates(const std::vector<std::string>& roots, const std::string& config_header,
+                             std::vector<std::string>* inlined) {
+  std::set<std::string> done;
+  std::string out;
+  std::vector<std::string> order;
+  // Depth-first: a file's own includes are inlined before its body.
+  std::function<void(const std::string&)> visit = [&](const std::string& path) {
+    if (done.count(path)) return;
+    done.insert(path);
+    const std::string& text = path == "dskc_config.cuh" ? config_header : template_text(path);
+    std::istringstream in(text);
+    std::string line, body;
+    while (std::getline(in, line)) {
+      std::string t = line;
+      t.erase(0, t.find_first_not_of(" \t"));
+      if (t.rfind("#pragma once", 0) == 0) continue;
+      if (t.rfind("#include", 0) == 0) {
+        auto q1 = t.find('"');
+        if (q1 != std::string::npos) {
+          auto q2 = t.find('"', q1 + 1);
+          visit(t.substr(q1 + 1, q2 - q1 - 1));
+          continue;
+        }
+        body += line + "\n";  // system headers stay where they are (may sit inside #if)
+        continue;
+      }
+      body += line + "\n";
+    }
+    out += "\n// ---------------- " + path + " ----------------\n" + body;
+    order.push_back(path);
+  };
+  for (const auto& r : roots) visit(r);
+  if (inlined) *inlined = order;
+  return out;
+}
+
+static const char* grid_text(GridKind g) {
+  switch (g) {
+    case GridKind::Rows: return "grid = B·S (one block per token row)";
+    case GridKind::AttnRows: return "grid = ceil(B·heads·S / 4) (one warp per attention row)";
+    case GridKind::Elementwise: return "grid-stride over 16-byte vectors";
+    case GridKind::RowTiles: return "grid = ceil(B·S / 32) (32-row tiles)";
+    case GridKind::ColumnTiles: return "grid = (ceil(cols / 32), arrays)";
+  }
+  return "";
+}
+
+GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
+  const LayerConfig& c = plan.cfg;
+  GeneratedModule m;
+  m.config_header = emit_config_header(plan);
+  std::vector<std::string> roots{"dskc_config.cuh"};
+  for (const auto& k : plan.kernels) {
+    std::string f = k.op + ".cuh";
+    if (std::find(roots.begin(), roots.end(), f) == roots.end()) roots.push_back(f);
+  }
+  std::string body = inline_templates(roots, m.config_header, &m.templates);
+
+  std::ostringstream o;
+  o << "// ==== dskc generated module ====\n"
+    << fmt::format("// dskc {} | config {} | arch {} | NVRTC {}\n", kDskcVersion, plan.config_hash, opt.arch,
+                   opt.nvrtc_version.empty() ? "unknown" : opt.nvrtc_version)
+    << "// options:";
+  for (const auto& s : opt.nvrtc_options) o << " " << s;
+  o << "\n"
+    << fmt::format("// layer: hidden {}, heads {} (head dim {}), intermediate {}, batch <= {}, seq <= {}, {}, {}\n",
+                   c.hidden_size, c.heads, c.head_dim(), c.intermediate_size, c.batch_size, c.max_seq_length,
+                   dtype_name(c.dtype()), c.pre_layer_norm ? "Pre-LN" : "Post-LN")
+    << fmt::format("// dropout: attention {}, hidden {}; eps {}; GELU {}; {}\n", c.attn_dropout_ratio,
+                   c.hidden_dropout_ratio, c.layer_norm_eps,
+                   c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf", c.training ? "training" : "inference")
+    << fmt::format("// flags: attn_dropout_checkpoint {}, normalize_invertible {}, gelu_checkpoint {}, "
+                   "stochastic_mode {}\n",
+                   on_off(c.attn_dropout_checkpoint), on_off(c.normalize_invertible), on_off(c.gelu_checkpoint),
+                   on_off(c.stochastic_mode))
+    << fmt::format("// kernels ({}):", plan.kernels.size());
+  for (const auto& k : plan.kernels) o << " " << k.name;
+  o << "\n// GEMMs run in cuBLAS/cuBLASLt between these kernels; see `dskc inspect` for the schedule.\n";
+  o << body;
+  o << "\n// ================ kernels ================\nusing namespace dskc;\n";
+  for (const auto& k : plan.kernels) {
+    o << fmt::format("\n// {} ({} pass): {}\n// launch: block {}, {}\n", k.name,
+                     k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid));
+    o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s block size\");\n",
+                     k.shape_check, k.block, k.name);
+    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n",
+                     k.block, k.name, k.params_type, k.instantiation);
+    m.kernel_names.push_back(k.name);
+  }
+  m.source = o.str();
+  return m;
+}
+
+}  // namespace dskc

@@ -1,0 +1,9 @@
+// File helpers: whole-file reads and atomic writes (temp file in the same directory, fsync,
+// rename), so a failed or interrupted write never leaves a partial output file.
+#pragma once
+#include <string>
+
+namespace dskc {
+std::string read_file_bytes(const std::string& path);  // Error(Io) naming the path
+void write_file_atomic(const std::string& path, const std::string& bytes);  // Error(Io)
+}  // namespace dskc

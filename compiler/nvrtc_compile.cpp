@@ -1,0 +1,262 @@
+// NVRTC compilation, ptxas resource parsing, error annotation and the cached build path.
+// NVRTC needs no GPU: this file runs on CPU-only machines (CI) too.
+#include "compiler/nvrtc_compile.h"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "compiler/cache.h"
+#include "compiler/errors.h"
+#include "compiler/version.h"
+
+#ifndef DSKC_CUDA_INCLUDE_DIR
+#define DSKC_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
+#endif
+
+namespace dskc {
+
+#define DSKC_NVRTC_CHECK(call)                                                                       \
+  do {                                                                                               \
+    nvrtcResult r_ = (call);                                                                         \
+    if (r_ != NVRTC_SUCCESS)                                                                         \
+      throw Error(ErrorKind::Compile, fmt::format("{} failed: {} ({}:{})", #call, nvrtcGetErrorString(r_), \
+                                                  __FILE__, __LINE__));                              \
+  } while (0)
+
+std::string nvrtc_version_string() {
+  int major = 0, minor = 0;
+  DSKC_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  return fmt::format("{}.{}", major, minor);
+}
+
+void check_arch(const std::string& arch) {
+  static const char* known[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
+  for (const char* k : known)
+    if (arch == k) return;
+  throw Error(ErrorKind::Usage,
+              fmt::format("unknown --arch '{}': dskc builds for sm_80, sm_86, sm_89 and sm_90", arch));
+}
+
+std::string cuda_include_dir() {
+  if (const char* e = std::getenv("DSKC_CUDA_INCLUDE"); e && *e) return e;
+  return DSKC_CUDA_INCLUDE_DIR;
+}
+
+std::vector<std::string> nvrtc_options(const CompileOptions& opt) {
+  check_arch(opt.arch);
+  std::vector<std::string> o;
+  if (opt.emit == EmitKind::Cubin) {
+    o.push_back("--gpu-architecture=" + opt.arch);
+    o.push_back("-Xptxas=-v");
+  } else {
+    o.push_back("--gpu-architecture=compute_" + opt.arch.substr(3));
+  }
+  o.push_back("--std=c++17");
+  o.push_back("-default-device");
+  o.push_back("--diag-suppress=177");  // unused generated constants are expected
+  o.push_back("-I" + cuda_include_dir());
+  for (const auto& e : opt.extra_options) o.push_back(e);
+  return o;
+}
+
+std::vector<KernelResources> parse_ptxas_log(const std::string& log) {
+  std::vector<KernelResources> out;
+  std::istringstream in(log);
+  std::string line;
+  static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex props(R"((\d+) bytes stack frame, (\d+) bytes spill stores)");
+  static const std::regex regs(R"(Used (\d+) registers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, entry)) {
+      out.push_back({m[1].str()});
+      continue;
+    }
+    if (out.empty()) continue;
+    auto& k = out.back();
+    if (std::regex_search(line, m, props)) {
+      k.stack_bytes = std::stoi(m[1].str());
+      k.spill_bytes = std::stoi(m[2].str());
+    }
+    if (std::regex_search(line, m, regs)) {
+      k.registers = std::stoi(m[1].str());
+      k.shared_bytes = std::regex_search(line, m, smem) ? std::stoi(m[1].str()) : 0;
+    }
+  }
+  return out;
+}
+
+std::string annotate_errors(const std::string& log, const std::string& source, const std::string& name) {
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(source);
+    std::string l;
+    while (std::getline(in, l)) lines.push_back(l);
+  }
+  std::string out;
+  const std::regex loc(std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                       R"(\((\d+)\): (error|catastrophic error))");
+  std::istringstream in(log);
+  std::string l;
+  std::smatch m;
+  int shown = 0;
+  while (std::getline(in, l) && shown < 10) {
+    if (!std::regex_search(l, m, loc)) continue;
+    int n = std::stoi(m[1].str());
+    out += fmt::format("\n{}\n", l);
+    for (int i = std::max(1, n - 2); i <= std::min<int>(lines.size(), n + 2); ++i)
+      out += fmt::format("{} {:5} | {}\n", i == n ? ">" : " ", i, lines[i - 1]);
+    ++shown;
+  }
+  return out;
+}
+
+CompiledModule nvrtc_compile(const std::string& source, const std::string& name, const CompileOptions& opt,
+                             const std::vector<std::pair<std::string, std::string>>& headers) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> opts = nvrtc_options(opt);
+  std::vector<const char*> copts;
+  for (const auto& s : opts) copts.push_back(s.c_str());
+  std::vector<const char*> hsrc, hname;
+  for (const auto& [n, s] : headers) {
+    hname.push_back(n.c_str());
+    hsrc.push_back(s.c_str());
+  }
+  nvrtcProgram prog;
+  DSKC_NVRTC_CHECK(nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), static_cast<int>(headers.size()),
+                                      hsrc.data(), hname.data()));
+  struct Guard {
+    nvrtcProgram* p;
+    ~Guard() { nvrtcDestroyProgram(p); }
+  } guard{&prog};
+  nvrtcResult rc = nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
+  size_t log_size = 0;
+  DSKC_NVRTC_CHECK(nvrtcGetProgramLogSize(prog, &log_size));
+  std::string log(log_size, '\0');
+  if (log_size) DSKC_NVRTC_CHECK(nvrtcGetProgramLog(prog, log.data()));
+  while (!log.empty() && log.back() == '\0') log.pop_back();
+  if (rc != NVRTC_SUCCESS) {
+    throw Error(ErrorKind::Compile, fmt::format("NVRTC failed to compile {} for {} ({}):\n{}\noffending generated "
+                                                "source:{}\n(write the source with `dskc compile --emit cuda` "
+                                                "or DSKC_DUMP=source)",
+                                                name, opt.arch, nvrtcGetErrorString(rc), log,
+                                                annotate_errors(log, source, name)));
+  }
+  CompiledModule m;
+  m.arch = opt.arch;
+  m.emit = opt.emit;
+  m.log = log;
+  if (opt.emit == EmitKind::Cubin) {
+    size_t n = 0;
+    DSKC_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &n));
+    m.image.resize(n);
+    DSKC_NVRTC_CHECK(nvrtcGetCUBIN(prog, m.image.data()));
+    m.resources = parse_ptxas_log(log);
+  } else {
+    size_t n = 0;
+    DSKC_NVRTC_CHECK(nvrtcGetPTXSize(prog, &n));
+    m.image.resize(n);
+    DSKC_NVRTC_CHECK(nvrtcGetPTX(prog, m.image.data()));
+    while (!m.image.empty() && m.image.back() == '\0') m.image.pop_back();
+  }
+  m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+static const char* grid_name(GridKind g) {
+  switch (g) {
+    case GridKind::Rows: return "rows";
+    case GridKind::AttnRows: return "attn_rows";
+    case GridKind::Elementwise: return "elementwise";
+    case GridKind::RowTiles: return "row_tiles";
+    case GridKind::ColumnTiles: return "column_tiles";
+  }
+  return "";
+}
+
+std::string make_manifest(const LayerPlan& plan, const CompiledModule& m) {
+  nlohmann::ordered_json j;
+  j["dskc_version"] = kDskcVersion;
+  j["config_hash"] = plan.config_hash;
+  j["config"] = nlohmann::ordered_json::parse(to_json_text(plan.cfg));
+  j["arch"] = m.arch;
+  j["emit"] = m.emit == EmitKind::Cubin ? "cubin" : "ptx";
+  j["nvrtc_version"] = nvrtc_version_string();
+  j["cache_key"] = m.cache_key;
+  auto& ks = j["kernels"] = nlohmann::ordered_json::array();
+  for (const auto& k : plan.kernels) {
+    nlohmann::ordered_json e;
+    e["name"] = k.name;
+    e["op"] = k.op;
+    e["pass"] = k.pass == Pass::Forward ? "forward" : "backward";
+    e["fuses"] = k.fuses;
+    e["block"] = k.block;
+    e["grid"] = grid_name(k.grid);
+    for (const auto& r : m.resources) {
+      if (r.name != k.name) continue;
+      e["registers"] = r.registers;
+      e["shared_bytes"] = r.shared_bytes;
+      e["stack_bytes"] = r.stack_bytes;
+      e["spill_bytes"] = r.spill_bytes;
+    }
+    ks.push_back(e);
+  }
+  auto& sv = j["saved"] = nlohmann::ordered_json::array();
+  for (const auto& t : plan.saved)
+    sv.push_back({{"name", t.name}, {"shape", t.shape}, {"bytes", t.bytes(plan.cfg.batch_size, plan.cfg.max_seq_length)}});
+  j["activation_bytes"] = plan.activation_bytes();
+  j["workspace_bytes"] = plan.workspace_bytes(plan.cfg.batch_size, plan.cfg.max_seq_length);
+  return j.dump(2);
+}
+
+BuildResult build_module(const LayerPlan& plan, const CompileOptions& opt, bool use_cache,
+                         const std::string& cache_dir) {
+  auto t0 = std::chrono::steady_clock::now();
+  BuildResult r;
+  EmitOptions eo;
+  eo.arch = opt.arch;
+  eo.nvrtc_options = nvrtc_options(opt);
+  eo.nvrtc_version = nvrtc_version_string();
+  r.generated = emit(plan, eo);
+  const std::string name = fmt::format("dskc_layer_{}.cu", plan.config_hash);
+  CacheKeyInputs ki{r.generated.source, eo.nvrtc_options, opt.arch, opt.emit == EmitKind::Cubin ? "cubin" : "ptx",
+                    eo.nvrtc_version, kDskcVersion};
+  const std::string key = cache_key(ki);
+  if (use_cache) {
+    KernelCache cache(cache_dir.empty() ? default_cache_dir() : std::filesystem::path(cache_dir));
+    if (auto e = cache.load(key)) {
+      r.module.arch = opt.arch;
+      r.module.emit = opt.emit;
+      r.module.image = std::move(e->image);
+      r.module.manifest_json = std::move(e->manifest_json);
+      r.module.cache_key = key;
+      r.module.from_cache = true;
+      // Resources are recorded in the manifest.
+      auto j = nlohmann::json::parse(r.module.manifest_json, nullptr, false);
+      if (j.is_object() && j.contains("kernels"))
+        for (const auto& k : j["kernels"])
+          r.module.resources.push_back({k.value("name", ""), k.value("registers", -1), k.value("shared_bytes", -1),
+                                        k.value("stack_bytes", -1), k.value("spill_bytes", -1)});
+      r.module.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return r;
+    }
+  }
+  r.module = nvrtc_compile(r.generated.source, name, opt);
+  r.module.cache_key = key;
+  r.module.manifest_json = make_manifest(plan, r.module);
+  if (use_cache) {
+    KernelCache cache(cache_dir.empty() ? default_cache_dir() : std::filesystem::path(cache_dir));
+    cache.store(key, CacheEntry{r.module.image, r.module.manifest_json});
+  }
+  r.module.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace dskc

@@ -1,0 +1,263 @@
+// make_plan: the kernel list and the activation-memory plan of one layer (see plan.h).
+// Saved-tensor rules (training only; inference keeps nothing):
+//   qkv, P (softmax output), ctx, the LayerNorm outputs feeding GEMMs, h (GELU input): always;
+//   P_drop unless attn_dropout_checkpoint (recomputed from P and the RNG) or no attention dropout;
+//   g = GELU(h) unless gelu_checkpoint (recomputed from h);
+//   LayerNorm inputs and means unless normalize_invertible (x̂ rebuilt from the LN output).
+// Inputs and outputs of the layer belong to the caller, who keeps them until backward.
+#include "compiler/plan.h"
+
+#include <fmt/format.h>
+
+#include "compiler/errors.h"
+#include "compiler/sha256.h"
+
+namespace dskc {
+
+int vec_width(DType t, int cols) {
+  const int max = 16 / dtype_bytes(t);
+  if (cols % max == 0) return max;
+  if (cols % 4 == 0 && max >= 4) return 4;
+  if (cols % 2 == 0) return 2;
+  return 1;
+}
+
+int row_threads(int vecs) {
+  int raw = vecs >= 512 ? 512 : (vecs + 31) / 32 * 32;
+  return raw < 32 ? 32 : raw;
+}
+
+int64_t TensorInfo::bytes(int batch, int seq) const {
+  const int64_t tokens = static_cast<int64_t>(batch) * seq;
+  switch (extent) {
+    case Extent::Tokens: return tokens * width * elem_bytes;
+    case Extent::Scores: return tokens * width * padded_seq(seq) * elem_bytes;
+    case Extent::RowStats: return tokens * elem_bytes;
+    case Extent::RowTiles: return static_cast<int64_t>(grad_parts(static_cast<int>(tokens))) * width * elem_bytes;
+  }
+  return 0;
+}
+
+int64_t LayerPlan::activation_bytes(int batch, int seq) const {
+  int64_t total = 0;
+  for (const auto& t : saved) total += t.bytes(batch, seq);
+  return total;
+}
+
+int64_t LayerPlan::workspace_bytes(int batch, int seq) const {
+  int64_t total = 0;
+  for (const auto& t : workspace) total += t.bytes(batch, seq);
+  return total;
+}
+
+const KernelInfo* LayerPlan::find_kernel(const std::string& name) const {
+  for (const auto& k : kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+const TensorInfo* LayerPlan::find_saved(const std::string& name) const {
+  for (const auto& t : saved)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::string config_hash(const LayerConfig& cfg) {
+  return sha256_hex(to_json_text(cfg, -1)).substr(0, 16);
+}
+
+namespace {
+
+struct Builder {
+  const LayerConfig& c;
+  LayerPlan& plan;
+  DType t = c.dtype();
+  int eb = dtype_bytes(t);
+
+  void tokens(std::vector<TensorInfo>& v, const std::string& name, const std::string& shape,
+              int64_t width, const std::string& why) {
+    v.push_back({name, shape, Extent::Tokens, width, eb, why});
+  }
+  void stats(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
+    v.push_back({name, "[B, S] fp32", Extent::RowStats, 1, 4, why});
+  }
+  void scores(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
+    v.push_back({name, "[B, heads, S, S8]", Extent::Scores, c.heads, eb, why});
+  }
+
+  // Row kernel (one block per token row) over kCols = cols.
+  void rows(Pass pass, const std::string& name, const std::string& op, const std::string& params,
+            const std::string& inst, int cols, const std::string& fuses) {
+    const int v = vec_width(t, cols);
+    KernelInfo k{name, op, params, inst, fuses,
+                 fmt::format("LayerNormShape<{}>::kThreads", cols == c.hidden_size ? "kHidden" : std::to_string(cols)),
+                 pass, GridKind::Rows, row_threads(cols / v), cols, v, 1};
+    plan.kernels.push_back(k);
+  }
+  void tiles(Pass pass, const std::string& name, const std::string& op, const std::string& params,
+             const std::string& inst, int cols, const std::string& cols_expr, const std::string& fuses) {
+    const int v = vec_width(t, cols);
+    plan.kernels.push_back({name, op, params, inst, fuses, fmt::format("RowTile<{}>::kThreads", cols_expr),
+                            pass, GridKind::RowTiles, row_threads(cols / v), cols, v, 1});
+  }
+  void elementwise(Pass pass, const std::string& name, const std::string& op, const std::string& params,
+                   const std::string& inst, int cols, const std::string& fuses) {
+    plan.kernels.push_back({name, op, params, inst, fuses, "256", pass, GridKind::Elementwise, 256, cols,
+                            vec_width(t, cols), 1});
+  }
+  void attn(Pass pass, const std::string& name, const std::string& op, const std::string& params,
+            const std::string& inst, const std::string& fuses) {
+    plan.kernels.push_back({name, op, params, inst, fuses, "kAttnRowsPerBlock * 32", pass, GridKind::AttnRows,
+                            128, 0, vec_width(t, kSeqPadElems), 1});
+  }
+  void reduce(const std::string& name, int cols, const std::string& cols_expr, int arrays,
+              const std::string& fuses) {
+    plan.kernels.push_back({name, "param_grad_reduce", "ParamGradReduceParams",
+                            fmt::format("param_grad_reduce_impl<{}, {}>", cols_expr, arrays), fuses, "256",
+                            Pass::Backward, GridKind::ColumnTiles, 256, cols, 1, arrays});
+  }
+};
+
+}  // namespace
+
+LayerPlan make_plan(const LayerConfig& c) {
+  validate(c, "layer config");
+  LayerPlan plan;
+  plan.cfg = c;
+  plan.config_hash = config_hash(c);
+  Builder b{c, plan};
+  const bool pre = c.pre_layer_norm;
+  const bool train = c.training;
+  const bool attn_drop = train && c.attn_dropout_ratio > 0;
+  const bool inv = c.normalize_invertible;
+  const int H = c.hidden_size, I = c.intermediate_size;
+  const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
+
+  // ---- forward kernels, in launch order ----
+  if (pre)
+    b.rows(Pass::Forward, "layernorm_fwd_norm", "layernorm_fwd", "LayerNormFwdParams",
+           "layernorm_fwd_impl<kHidden>", H, "LayerNorm(norm_w, norm_b) of the layer input");
+  b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
+         "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",
+         std::string("additive mask + softmax") + (attn_drop ? " + attention dropout" : "") +
+             " over Q·Kᵀ/√d rows");
+  b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_attn", "bias_dropout_residual_layernorm_fwd",
+         "BiasDropoutResidualLnParams",
+         "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,
+         "attn_ob bias + " + hd + "residual add + LayerNorm(attn_nw, attn_nb)");
+  b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams", "bias_gelu_fwd_impl<kInter>",
+                I, std::string("inter_b bias + GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") + ")");
+  if (pre)
+    b.elementwise(Pass::Forward, "bias_dropout_residual_fwd_ffn", "bias_dropout_residual_fwd",
+                  "BiasDropoutResidualParams",
+                  "bias_dropout_residual_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>", H,
+                  "output_b bias + " + hd + "residual add (layer output)");
+  else
+    b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_ffn", "bias_dropout_residual_layernorm_fwd",
+           "BiasDropoutResidualLnParams",
+           "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>", H,
+           "output_b bias + " + hd + "residual add + LayerNorm(norm_w, norm_b) (layer output)");
+
+  // ---- backward kernels ----
+  if (train) {
+    const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
+    if (!pre)
+      b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
+              "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>", H, "kHidden",
+              "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
+    b.tiles(Pass::Backward, "dropout_bias_grad_ffn_out", "dropout_bias_grad", "DropoutBiasGradParams",
+            "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>", H, "kHidden",
+            hd + "output_b bias-gradient partials");
+    if (c.gelu_checkpoint)
+      b.elementwise(Pass::Backward, "gelu_recompute", "gelu_recompute", "GeluRecomputeParams",
+                    "gelu_recompute_impl<kInter>", I, "GELU(h) recomputed for the output_w gradient");
+    b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams", "bias_gelu_bwd_impl<kInter>", I,
+            "kInter", "GELU backward + inter_b bias-gradient partials");
+    b.tiles(Pass::Backward, "layernorm_bwd_attn", "layernorm_bwd", "LayerNormBwdParams",
+            "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn + ">", H, "kHidden",
+            std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
+                (pre ? "added after" : "added before") + " + gamma/beta partials");
+    b.tiles(Pass::Backward, "dropout_bias_grad_attn_out", "dropout_bias_grad", "DropoutBiasGradParams",
+            "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H, "kHidden",
+            hd + "attn_ob bias-gradient partials");
+    if (c.attn_dropout_checkpoint && attn_drop)
+      b.attn(Pass::Backward, "attn_dropout_recompute", "attn_dropout_recompute", "AttnDropoutRecomputeParams",
+             "attn_dropout_recompute_impl", "attention dropout(P) recomputed from P and the counter RNG");
+    b.attn(Pass::Backward, "attn_softmax_dropout_bwd", "attn_softmax_dropout_bwd", "AttnSoftmaxBwdParams",
+           "attn_softmax_dropout_bwd_impl<kAttnDropoutOn>",
+           std::string(attn_drop ? "attention dropout (regenerated mask) + " : "") + "softmax backward");
+    b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
+            "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
+    if (pre)
+      b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
+              "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnAddToDx>", H, "kHidden",
+              "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
+    b.reduce("param_grad_reduce_hidden", H, "kHidden", 1, "sums bias-gradient partials of width H");
+    b.reduce("param_grad_reduce_layernorm", H, "kHidden", 2, "sums LayerNorm gamma/beta gradient partials");
+    b.reduce("param_grad_reduce_qkv", 3 * H, "3 * kHidden", 1, "sums attn_qkvb gradient partials");
+    b.reduce("param_grad_reduce_inter", I, "kInter", 1, "sums inter_b gradient partials");
+  }
+
+  // ---- saved tensors (forward -> backward) ----
+  if (train) {
+    auto& s = plan.saved;
+    if (pre) {
+      b.tokens(s, "ln_norm_out", "[B, S, H]", H, "input of the QKV GEMM (attn_qkvw gradient)");
+      if (!inv) b.stats(s, "ln_norm_mean", "norm LayerNorm backward (x̂ from the layer input)");
+      b.stats(s, "ln_norm_rstd", "norm LayerNorm backward");
+    }
+    b.tokens(s, "qkv", "[B, S, 3H]", 3 * H, "Q, K, V for the attention backward");
+    b.scores(s, "attn_probs", "softmax output P for the softmax backward");
+    if (attn_drop && !c.attn_dropout_checkpoint)
+      b.scores(s, "attn_probs_dropped", "dropout(P) for the V gradient (attn_dropout_checkpoint recomputes it)");
+    b.tokens(s, "attn_context", "[B, S, H]", H, "input of the output projection (attn_ow gradient)");
+    if (pre) {
+      if (!inv) b.tokens(s, "attn_residual", "[B, S, H]", H, "attn LayerNorm input (normalize_invertible drops it)");
+      b.tokens(s, "ln_attn_out", "[B, S, H]", H, "input of the intermediate GEMM (inter_w gradient)");
+    } else {
+      if (!inv) b.tokens(s, "attn_residual", "[B, S, H]", H, "attn LayerNorm input (normalize_invertible drops it)");
+      b.tokens(s, "ln_attn_out", "[B, S, H]", H, "attention block output: FFN input and residual");
+    }
+    if (!inv) b.stats(s, "ln_attn_mean", "attn LayerNorm backward");
+    b.stats(s, "ln_attn_rstd", "attn LayerNorm backward");
+    b.tokens(s, "ffn_pre_gelu", "[B, S, I]", I, "GELU input for the GELU backward");
+    if (!c.gelu_checkpoint) b.tokens(s, "ffn_gelu_out", "[B, S, I]", I, "input of the output GEMM (output_w gradient)");
+    if (!pre) {
+      if (!inv) b.tokens(s, "ffn_residual", "[B, S, H]", H, "norm LayerNorm input (normalize_invertible drops it)");
+      if (!inv) b.stats(s, "ln_norm_mean", "norm LayerNorm backward");
+      b.stats(s, "ln_norm_rstd", "norm LayerNorm backward");
+    }
+  }
+
+  // ---- workspace (scratch shared by passes and layers) ----
+  auto& w = plan.workspace;
+  if (!train) {
+    if (pre) b.tokens(w, "ln_norm_out", "[B, S, H]", H, "scratch");
+    b.tokens(w, "qkv", "[B, S, 3H]", 3 * H, "scratch");
+    b.scores(w, "attn_probs", "scratch");
+    b.tokens(w, "attn_context", "[B, S, H]", H, "scratch");
+    b.tokens(w, "attn_residual", "[B, S, H]", H, "scratch");
+    b.tokens(w, "ln_attn_out", "[B, S, H]", H, "scratch");
+    b.stats(w, "ln_scratch_mean", "scratch");
+    b.stats(w, "ln_scratch_rstd", "scratch");
+    b.tokens(w, "ffn_pre_gelu", "[B, S, I]", I, "scratch");
+    b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "scratch");
+    if (!pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "scratch");
+  } else {
+    if (attn_drop && c.attn_dropout_checkpoint) b.scores(w, "attn_probs_dropped", "recomputed dropout(P)");
+    if (inv) b.tokens(w, "attn_residual", "[B, S, H]", H, "residual sum (not kept with normalize_invertible)");
+    if (inv && !pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "residual sum (not kept)");
+    if (c.gelu_checkpoint) b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "GELU output (recomputed in backward)");
+    b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
+    b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
+    b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
+    b.tokens(w, "grad_qkv", "[B, S, 3H]", 3 * H, "gradient scratch");
+    b.scores(w, "grad_scores", "gradient of the attention scores");
+    w.push_back({"grad_param_partials", "[ceil(B·S/32), max(3H, I)] fp32", Extent::RowTiles,
+                 std::max<int64_t>(3 * H, I), 4, "bias / LayerNorm gradient partials"});
+  }
+  b.tokens(w, "linear_out", "[B, S, H]", H, "output of the attention / FFN output projections");
+  return plan;
+}
+
+}  // namespace dskc

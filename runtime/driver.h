@@ -1,0 +1,62 @@
+// The CUDA driver API, loaded with dlopen at first use (never at program start), so dskc runs on
+// machines without an NVIDIA driver (compile, inspect, cache, the CPU backend). Every call goes
+// through DSKC_CU(call), which reports the call, file:line and the driver's error name.
+#pragma once
+#include <cuda.h>
+
+#include <optional>
+#include <string>
+
+namespace dskc {
+
+struct DriverApi {
+  CUresult (*cuInit)(unsigned int);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncGetAttribute)(int*, CUfunction_attribute, CUfunction);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned int);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuEventCreate)(CUevent*, unsigned int);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+};
+
+// Loads libcuda on first call; throws Error(Device) "no NVIDIA driver" when it cannot.
+const DriverApi& driver();
+// True when a driver loads and reports at least one device (never throws).
+bool gpu_available();
+// "sm_90" etc. for device 0 (or `device`), nullopt without a GPU (never throws).
+std::optional<std::string> detect_gpu_arch(int device = 0);
+
+[[noreturn]] void throw_cuda_error(CUresult r, const char* call, const char* file, int line);
+
+}  // namespace dskc
+
+#define DSKC_CU(call)                                                                      \
+  do {                                                                                     \
+    CUresult r_ = ::dskc::driver().call;                                                   \
+    if (r_ != CUDA_SUCCESS) ::dskc::throw_cuda_error(r_, #call, __FILE__, __LINE__);       \
+  } while (0)

@@ -1,0 +1,56 @@
+// bias_gelu_bwd: dh = dg · GELU'(h) written over dg, plus per-block partial sums of dh (the
+// inter_b gradient; param_grad_reduce finishes it). h is the saved pre-activation (x·Wᵀ + b).
+#pragma once
+#include "dskc_config.cuh"
+#include "common/gelu.cuh"
+#include "common/row_tiles.cuh"
+
+namespace dskc {
+
+struct BiasGeluBwdParams {
+  T* dg;        // [rows, kCols] in: d(GELU output), out: d(pre-activation)
+  const T* h;   // [rows, kCols] saved pre-activation
+  float* part;  // [grad_parts(rows), kCols]
+  int rows;
+};
+
+template <int kCols>
+__device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
+  using R = RowTile<kCols>;
+  constexpr int kV = R::kV, kPer = R::kPer;
+  float acc[kPer][kV];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+#pragma unroll
+    for (int i = 0; i < kV; ++i) acc[k][i] = 0.f;
+  const int row0 = blockIdx.x * kGradRowsPerBlock;
+  const int row_end = min(row0 + kGradRowsPerBlock, p.rows);
+  for (int row = row0; row < row_end; ++row) {
+    const size_t base = static_cast<size_t>(row) * kCols;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int c = R::col(k);
+      if (c < kCols) {
+        float d[kV], h[kV];
+        load_f<T, kV>(p.dg + base + c, d);
+        load_f<T, kV>(p.h + base + c, h);
+#pragma unroll
+        for (int i = 0; i < kV; ++i) d[i] = round_to<T>(d[i] * gelu_grad<kGeluTanh>(h[i]));
+        store_f<T, kV>(p.dg + base + c, d);
+#pragma unroll
+        for (int i = 0; i < kV; ++i) acc[k][i] += d[i];
+      }
+    }
+  }
+  float* part = p.part + static_cast<size_t>(blockIdx.x) * kCols;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int c = R::col(k);
+    if (c < kCols) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) part[c + i] = acc[k][i];
+    }
+  }
+}
+
+}  // namespace dskc

@@ -1,0 +1,38 @@
+// bias_gelu_fwd: h = x + bias (written back over x: the saved GELU input), g = GELU(h).
+// Elementwise over [rows, kInter] with 16-byte vectors.
+#pragma once
+#include "dskc_config.cuh"
+#include "common/gelu.cuh"
+#include "common/types.cuh"
+
+namespace dskc {
+
+struct BiasGeluFwdParams {
+  T* h;           // [rows, kCols] in: x·Wᵀ, out: x·Wᵀ + bias
+  const T* bias;  // [kCols]
+  T* g;           // [rows, kCols] GELU(h)
+  int rows;
+};
+
+template <int kCols>
+__device__ __forceinline__ void bias_gelu_fwd_impl(const BiasGeluFwdParams& p) {
+  constexpr int kV = VecWidth<T, kCols>::value;
+  const size_t n_vec = static_cast<size_t>(p.rows) * (kCols / kV);
+  for (size_t vi = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; vi < n_vec;
+       vi += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t e = vi * kV;
+    const int c = static_cast<int>(e % kCols);
+    float x[kV], b[kV], g[kV];
+    load_f<T, kV>(p.h + e, x);
+    load_f<T, kV>(p.bias + c, b);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      x[i] = round_to<T>(x[i] + b[i]);  // GELU sees the stored pre-activation
+      g[i] = gelu<kGeluTanh>(x[i]);
+    }
+    store_f<T, kV>(p.h + e, x);
+    store_f<T, kV>(p.g + e, g);
+  }
+}
+
+}  // namespace dskc

@@ -1,0 +1,35 @@
+// Warp and block reductions (float). Block reductions need kThreads % 32 == 0 and a shared
+// scratch of kThreads / 32 floats; every thread receives the result.
+#pragma once
+
+namespace dskc {
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  static_assert(kThreads % 32 == 0, "block_sum needs whole warps");
+  v = warp_sum(v);
+  if constexpr (kThreads == 32) {
+    return v;
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < kThreads / 32 ? scratch[lane] : 0.f;
+    return warp_sum(v);
+  }
+}
+
+}  // namespace dskc
