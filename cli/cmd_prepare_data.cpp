@@ -58,7 +58,8 @@ int cmd_prepare_data(const Args& args) {
     throw Error(ErrorKind::Usage, fmt::format("--do_lower_case expects true or false, got '{}'", lower));
   opt.lower_case = lower == "true";
   if (vocab_size) {
-    if (*vocab_size < 1) throw Error(ErrorKind::Usage, fmt::format("--vocab_size {} must be positive", *vocab_size));
+    if (*vocab_size < 1)
+      throw Error(ErrorKind::Usage, fmt::format("--vocab_size {} must be positive", *vocab_size));
     opt.vocab_size = *vocab_size;
   }
   if (max_seq) opt.max_seq_length = *max_seq;
@@ -77,8 +78,8 @@ int cmd_prepare_data(const Args& args) {
 
   PrepareDataResult r = prepare_data(opt);
   std::printf("prepare-data: done: %lld samples in %zu shards under %s (vocab %s, %d tokens)\n",
-              static_cast<long long>(r.samples), r.shards.size(), opt.output_dir.c_str(), r.vocab_file.c_str(),
-              r.vocab_size);
+              static_cast<long long>(r.samples), r.shards.size(), opt.output_dir.c_str(),
+              r.vocab_file.c_str(), r.vocab_size);
   return 0;
 }
 

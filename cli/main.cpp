@@ -23,6 +23,8 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
       {"compile", {cmd_compile, "compile a layer config to a cubin/PTX module with a manifest"}},
       {"inspect", {cmd_inspect, "show generated CUDA source, kernels, memory plan, resources"}},
+      {"run-layer", {cmd_run_layer, "run one layer forward/backward on safetensors inputs (cuda or cpu)"}},
+      {"bench", {cmd_bench, "time a layer's forward and backward on the GPU"}},
       {"cache", {cmd_cache, "list, summarize or clear the kernel cache (ls|stats|clear)"}},
       {"prepare-data", {cmd_prepare_data, "make HDF5 pre-training shards from plain text with a WordPiece vocab"}},
   };

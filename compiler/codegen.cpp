@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -104,6 +105,19 @@ std::string inline_templates(const std::vector<std::string>& roots, const std::s
   return out;
 }
 
+// Byte sizes of the kernels' params structs; runtime/kernel_params.h mirrors them and pins the
+// same numbers, and the generated source static_asserts them, so host and device cannot drift.
+static int params_bytes(const std::string& type) {
+  static const std::map<std::string, int> sizes = {
+      {"LayerNormFwdParams", 56},    {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
+      {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
+      {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 80},     {"ParamGradReduceParams", 32},
+      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 32},           {"GeluRecomputeParams", 24}};
+  auto it = sizes.find(type);
+  DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
+  return it->second;
+}
+
 static const char* grid_text(GridKind g) {
   switch (g) {
     case GridKind::Rows: return "grid = B·S (one block per token row)";
@@ -153,6 +167,8 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                      k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid));
     o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s block size\");\n",
                      k.shape_check, k.block, k.name);
+    o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
+                     params_bytes(k.params_type), k.params_type);
     o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n",
                      k.block, k.name, k.params_type, k.instantiation);
     m.kernel_names.push_back(k.name);

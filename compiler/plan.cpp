@@ -246,6 +246,7 @@ LayerPlan make_plan(const LayerConfig& c) {
   } else {
     if (attn_drop && c.attn_dropout_checkpoint) b.scores(w, "attn_probs_dropped", "recomputed dropout(P)");
     if (inv) b.tokens(w, "attn_residual", "[B, S, H]", H, "residual sum (not kept with normalize_invertible)");
+    if (inv) b.stats(w, "ln_scratch_mean", "LayerNorm means (not kept with normalize_invertible)");
     if (inv && !pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "residual sum (not kept)");
     if (c.gelu_checkpoint) b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "GELU output (recomputed in backward)");
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");

@@ -226,7 +226,10 @@ void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  std::string tmp_name = ".";  // built piecewise: GCC 12 warns falsely (-Wrestrict) on "." + str
+  tmp_name += target.filename().string();
+  tmp_name += ".tmp.XXXXXX";
+  std::string tmp = (dir / tmp_name).string();
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
     throw Error(ErrorKind::Io, fmt::format("{}: cannot create a file in directory {}: {}", path, dir.string(),

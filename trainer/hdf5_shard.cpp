@@ -105,7 +105,8 @@ std::vector<int32_t> read_ints(hid_t ds, size_t count, const std::string& path, 
   std::vector<int32_t> out(count);
   if (count == 0) return out;
   H5Id type(H5Dget_type(ds), H5Tclose);
-  bool narrow = H5Tget_size(type.get()) < 4 || (H5Tget_size(type.get()) == 4 && H5Tget_sign(type.get()) == H5T_SGN_2);
+  bool narrow =
+      H5Tget_size(type.get()) < 4 || (H5Tget_size(type.get()) == 4 && H5Tget_sign(type.get()) == H5T_SGN_2);
   if (narrow) {
     if (H5Dread(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
       fail(path, fmt::format("cannot read dataset '{}' (truncated or corrupt file?)", name));
@@ -128,7 +129,7 @@ void check_range(const std::string& path, const char* name, const std::vector<in
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i] >= lo && v[i] < hi) continue;
     std::string where = cols > 0 ? fmt::format("{}[{}][{}]", name, static_cast<int64_t>(i) / cols,
-                                                static_cast<int64_t>(i) % cols)
+                                               static_cast<int64_t>(i) % cols)
                                  : fmt::format("{}[{}]", name, i);
     fail(path, fmt::format("{} = {} {}", where, v[i], expected));
   }
@@ -184,7 +185,8 @@ PretrainShard read_shard(const std::string& path) {
   sh.segment_ids = read_ints(ds[2].get(), ns, path, kFields[2].name);
   sh.masked_lm_positions = read_ints(ds[3].get(), np, path, kFields[3].name);
   sh.masked_lm_ids = read_ints(ds[4].get(), np, path, kFields[4].name);
-  sh.next_sentence_labels = read_ints(ds[5].get(), static_cast<size_t>(info.num_samples), path, kFields[5].name);
+  sh.next_sentence_labels =
+      read_ints(ds[5].get(), static_cast<size_t>(info.num_samples), path, kFields[5].name);
 
   const int64_t S = sh.seq_len, P = sh.max_pred;
   check_range(path, "input_ids", sh.input_ids, S, 0, INT32_MAX, "is negative");
@@ -219,9 +221,9 @@ void write_shard(const std::string& path, const PretrainShard& sh) {
   {
     H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.ok()) io_fail(fmt::format("cannot create {}", tmp.string()));
-    const std::array<const std::vector<int32_t>*, 6> data = {
-        &sh.input_ids,           &sh.input_mask,    &sh.segment_ids,
-        &sh.masked_lm_positions, &sh.masked_lm_ids, &sh.next_sentence_labels};
+    const std::array<const std::vector<int32_t>*, 6> data = {&sh.input_ids,     &sh.input_mask,
+                                                             &sh.segment_ids,   &sh.masked_lm_positions,
+                                                             &sh.masked_lm_ids, &sh.next_sentence_labels};
     const bool deflate = H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0;
     for (size_t i = 0; i < kFields.size(); ++i) {
       hsize_t cols = i < 3 ? static_cast<hsize_t>(sh.seq_len) : static_cast<hsize_t>(sh.max_pred);
@@ -289,7 +291,8 @@ ShardDataset::ShardDataset(const std::string& dir, int seq_len, uint64_t seed, i
     throw Error(ErrorKind::Usage, fmt::format("data rank {} is not in [0, world size {})", rank, world_size));
   if (seq_len < 1) throw Error(ErrorKind::Usage, fmt::format("sequence length {} must be positive", seq_len));
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(ErrorKind::Input, fmt::format("{}: no such data directory", dir));
+  if (!fs::is_directory(dir, ec))
+    throw Error(ErrorKind::Input, fmt::format("{}: no such data directory", dir));
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::string ext = e.path().extension().string();
     if ((ext == ".hdf5" || ext == ".h5") && e.is_regular_file() && e.path().filename().string()[0] != '.')
@@ -345,7 +348,8 @@ void ShardDataset::load_shard() {
 }
 
 Batch ShardDataset::next_batch(int batch_size) {
-  if (batch_size < 1) throw Error(ErrorKind::Usage, fmt::format("batch size {} must be positive", batch_size));
+  if (batch_size < 1)
+    throw Error(ErrorKind::Usage, fmt::format("batch size {} must be positive", batch_size));
   const size_t S = seq_len_, P = max_pred_, B = batch_size;
   Batch b;
   b.batch = batch_size;
@@ -387,8 +391,9 @@ Batch ShardDataset::next_batch(int batch_size) {
 
 void ShardDataset::seek(const DataPosition& pos) {
   if (pos.shard >= files_.size())
-    throw Error(ErrorKind::Input, fmt::format("{}: data position names shard {}, but the dataset has {} shards",
-                                              dir_, pos.shard, files_.size()));
+    throw Error(ErrorKind::Input,
+                fmt::format("{}: data position names shard {}, but the dataset has {} shards", dir_,
+                            pos.shard, files_.size()));
   start_epoch(pos.epoch);
   uint64_t count = rank_count(infos_[shard_order_[pos.shard]].num_samples);
   if (pos.sample > count)

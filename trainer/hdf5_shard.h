@@ -12,7 +12,8 @@
 // Invariants after read_shard: every vector has the size its shape says, input_mask,
 // segment_ids and next_sentence_labels are 0/1, ids are non-negative and masked positions
 // lie in [0,S). Every problem is one Error(Input) naming the file and the problem.
-// write_shard is atomic: a temp file in the same directory, then rename.
+// write_shard is atomic (a temp file in the same directory, then rename; a failure is
+// Error(Io) and leaves nothing) and byte-stable (no timestamps in the file).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -103,10 +104,10 @@ class ShardDataset {
   DataPosition pos_;
   uint64_t order_epoch_ = ~uint64_t{0};  // epoch whose shard order is in shard_order_
   std::vector<uint32_t> shard_order_;
-  int64_t loaded_file_ = -1;             // file index held in shard_, -1 for none
+  int64_t loaded_file_ = -1;  // file index held in shard_, -1 for none
   uint64_t loaded_epoch_ = 0;
   PretrainShard shard_;
-  std::vector<uint32_t> sample_order_;   // shuffled sample indices of shard_
+  std::vector<uint32_t> sample_order_;  // shuffled sample indices of shard_
 };
 
 }  // namespace dskc

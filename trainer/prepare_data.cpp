@@ -11,7 +11,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <system_error>
 
 #include "compiler/errors.h"
@@ -74,8 +73,10 @@ std::string trim(const std::string& s) {
 void truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
     auto& t = a.size() > b.size() ? a : b;
-    if (rng.uniform() < 0.5) t.erase(t.begin());
-    else t.pop_back();
+    if (rng.uniform() < 0.5)
+      t.erase(t.begin());
+    else
+      t.pop_back();
   }
 }
 
@@ -87,8 +88,10 @@ void mask_tokens(Instance& inst, const Ctx& c, Rng& rng) {
     if (t == c.cls || t == c.sep) continue;
     bool cont = c.opt.whole_word_mask && !cand.empty() && cand.back().back() + 1 == i &&
                 c.vocab.token(t).rfind("##", 0) == 0;
-    if (cont) cand.back().push_back(i);
-    else cand.push_back({i});
+    if (cont)
+      cand.back().push_back(i);
+    else
+      cand.push_back({i});
   }
   rng.shuffle(cand);
   const auto num_to_predict = static_cast<size_t>(std::min<double>(
@@ -106,7 +109,8 @@ void mask_tokens(Instance& inst, const Ctx& c, Rng& rng) {
       } else if (rng.uniform() < 0.5) {
         replacement = inst.tokens[idx];
       } else {
-        replacement = c.random_ids[static_cast<size_t>(rng.randint(0, static_cast<int64_t>(c.random_ids.size()) - 1))];
+        replacement =
+            c.random_ids[static_cast<size_t>(rng.randint(0, static_cast<int64_t>(c.random_ids.size()) - 1))];
       }
       out[idx] = replacement;
       masked.emplace_back(idx, inst.tokens[idx]);
@@ -137,7 +141,8 @@ void instances_from_document(const std::vector<Document>& docs, size_t di, const
     chunk_len += static_cast<int64_t>(doc[i].size());
     if (i + 1 != doc.size() && chunk_len < target) continue;
     size_t a_end = 1;
-    if (chunk.size() >= 2) a_end = static_cast<size_t>(rng.randint(1, static_cast<int64_t>(chunk.size()) - 1));
+    if (chunk.size() >= 2)
+      a_end = static_cast<size_t>(rng.randint(1, static_cast<int64_t>(chunk.size()) - 1));
     std::vector<int32_t> a, b;
     for (size_t j = 0; j < a_end; ++j) a.insert(a.end(), chunk[j]->begin(), chunk[j]->end());
     bool random_next = chunk.size() == 1 || rng.uniform() < 0.5;
@@ -150,7 +155,8 @@ void instances_from_document(const std::vector<Document>& docs, size_t di, const
         if (rdi != di) break;
       }
       const Document& rd = docs[rdi];
-      for (auto j = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(rd.size()) - 1)); j < rd.size(); ++j) {
+      for (auto j = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(rd.size()) - 1)); j < rd.size();
+           ++j) {
         b.insert(b.end(), rd[j].begin(), rd[j].end());
         if (static_cast<int64_t>(b.size()) >= target_b) break;
       }
@@ -187,21 +193,33 @@ void check_options(const PrepareDataOptions& o) {
   if (o.max_seq_length < 8 || o.max_seq_length > 65536)
     usage(fmt::format("--max_seq_length {} is out of range [8, 65536]", o.max_seq_length));
   if (o.max_predictions_per_seq < 1 || o.max_predictions_per_seq > o.max_seq_length)
-    usage(fmt::format("--max_predictions_per_seq {} is out of range [1, max_seq_length]", o.max_predictions_per_seq));
+    usage(fmt::format("--max_predictions_per_seq {} is out of range [1, max_seq_length]",
+                      o.max_predictions_per_seq));
   if (!(o.masked_lm_prob > 0 && o.masked_lm_prob <= 1))
     usage(fmt::format("--masked_lm_prob {} is out of range (0, 1]", o.masked_lm_prob));
   if (!(o.short_seq_prob >= 0 && o.short_seq_prob <= 1))
     usage(fmt::format("--short_seq_prob {} is out of range [0, 1]", o.short_seq_prob));
   if (o.dupe_factor < 1) usage(fmt::format("--dupe_factor {} must be at least 1", o.dupe_factor));
-  if (o.samples_per_shard < 1) usage(fmt::format("--samples_per_shard {} must be at least 1", o.samples_per_shard));
+  if (o.samples_per_shard < 1)
+    usage(fmt::format("--samples_per_shard {} must be at least 1", o.samples_per_shard));
 }
 
-bool is_shard_name(const std::string& name) { return std::regex_match(name, std::regex(R"(shard_\d{1,9}\.hdf5)")); }
+// shard_<1..9 digits>.hdf5, the names step 6 writes.
+bool is_shard_name(const std::string& name) {
+  const std::string pre = "shard_", post = ".hdf5";
+  if (name.size() <= pre.size() + post.size() || name.size() > pre.size() + 9 + post.size()) return false;
+  if (name.compare(0, pre.size(), pre) != 0 ||
+      name.compare(name.size() - post.size(), post.size(), post) != 0)
+    return false;
+  return std::all_of(name.begin() + pre.size(), name.end() - post.size(),
+                     [](char ch) { return ch >= '0' && ch <= '9'; });
+}
 
 }  // namespace
 
 std::vector<std::string> split_sentences(const std::string& text) {
-  static const char* kAbbrev[] = {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "e.g", "i.e", "cf", "fig", "no"};
+  static const char* kAbbrev[] = {"mr", "mrs", "ms",  "dr",  "prof", "sr",  "jr",
+                                  "st", "vs",  "e.g", "i.e", "cf",   "fig", "no"};
   std::vector<std::string> out;
   size_t start = 0;
   const size_t n = text.size();
@@ -214,15 +232,16 @@ std::vector<std::string> split_sentences(const std::string& text) {
     // UTF-8 closing quotes ’ ” (E2 80 99 / E2 80 9D).
     while (end + 2 < n && static_cast<unsigned char>(text[end]) == 0xE2 &&
            static_cast<unsigned char>(text[end + 1]) == 0x80 &&
-           (static_cast<unsigned char>(text[end + 2]) == 0x99 || static_cast<unsigned char>(text[end + 2]) == 0x9D))
+           (static_cast<unsigned char>(text[end + 2]) == 0x99 ||
+            static_cast<unsigned char>(text[end + 2]) == 0x9D))
       end += 3;
     if (end >= n || !is_space(text[end])) continue;
     size_t next = end;
     while (next < n && is_space(text[next])) ++next;
     if (next >= n) continue;
     auto nc = static_cast<unsigned char>(text[next]);
-    bool starts = (nc >= 'A' && nc <= 'Z') || (nc >= '0' && nc <= '9') || nc == '"' || nc == '\'' || nc == '(' ||
-                  nc == '[' || nc >= 0x80;
+    bool starts = (nc >= 'A' && nc <= 'Z') || (nc >= '0' && nc <= '9') || nc == '"' || nc == '\'' ||
+                  nc == '(' || nc == '[' || nc >= 0x80;
     if (!starts) continue;
     if (ch == '.') {  // not after an initial ("J. Smith") or a common abbreviation
       size_t w = i;
@@ -305,7 +324,11 @@ PrepareDataResult prepare_data(const PrepareDataOptions& opt) {
     for (const auto& doc : texts) all.insert(all.end(), doc.begin(), doc.end());
     vocab = build_vocab(all, opt.vocab_size, topt);
     res.vocab_file = (fs::path(opt.output_dir) / "vocab.txt").string();
-    say(fmt::format("built a WordPiece vocab of {} tokens", vocab.size()));
+    say(vocab.size() < opt.vocab_size
+            ? fmt::format(
+                  "built a WordPiece vocab of {} tokens (of {} asked: no piece left that occurs twice)",
+                  vocab.size(), opt.vocab_size)
+            : fmt::format("built a WordPiece vocab of {} tokens", vocab.size()));
   }
   res.vocab_size = vocab.size();
   Ctx c{opt, vocab, vocab.id("[CLS]"), vocab.id("[SEP]"), vocab.id("[MASK]"), {}};
@@ -356,8 +379,9 @@ PrepareDataResult prepare_data(const PrepareDataOptions& opt) {
     if (is_shard_name(name)) old_shards.push_back(name);
   }
   if (!opt.overwrite && !old_shards.empty())
-    throw Error(ErrorKind::Usage, fmt::format("{}: already holds {} shard files; use an empty directory or --overwrite",
-                                              opt.output_dir, old_shards.size()));
+    throw Error(ErrorKind::Usage,
+                fmt::format("{}: already holds {} shard files; use an empty directory or --overwrite",
+                            opt.output_dir, old_shards.size()));
   if (!opt.overwrite && opt.vocab_file.empty() && fs::exists(res.vocab_file, ec))
     throw Error(ErrorKind::Usage,
                 fmt::format("{}: already exists; use an empty directory or --overwrite", res.vocab_file));

@@ -37,8 +37,8 @@ struct PrepareDataOptions {
   uint64_t seed = 12345;
   int samples_per_shard = 8192;
   bool lower_case = true;
-  bool whole_word_mask = false;  // mask all pieces of a word together
-  bool overwrite = false;        // replace shard_*.hdf5 already in output_dir
+  bool whole_word_mask = false;                      // mask all pieces of a word together
+  bool overwrite = false;                            // replace shard_*.hdf5 already in output_dir
   std::function<void(const std::string&)> progress;  // one line per call; may be empty
 };
 

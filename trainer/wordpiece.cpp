@@ -32,6 +32,7 @@ bool in_ranges(const Range (&table)[N], char32_t c) {
 }
 
 // Unicode general category P* (punctuation) above ASCII.
+// clang-format off
 constexpr Range kPunctuation[] = {
     {0xA1, 0xA1}, {0xA7, 0xA7}, {0xAB, 0xAB}, {0xB6, 0xB7}, {0xBB, 0xBB}, {0xBF, 0xBF},
     {0x37E, 0x37E}, {0x387, 0x387}, {0x55A, 0x55F}, {0x589, 0x58A}, {0x5BE, 0x5BE}, {0x5C0, 0x5C0},
@@ -112,12 +113,15 @@ constexpr char16_t kFoldLatin[] = {
     0x075, 0x075, 0x075, 0x075, 0x077, 0x077, 0x079, 0x079, 0x079, 0x07A, 0x07A, 0x07A, 0x07A, 0x07A, 0x07A, 0x17F,  // U+0170
 };
 
+// clang-format on
+
 bool is_whitespace(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || in_ranges(kSpace, c); }
 bool is_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && in_ranges(kControl, c); }
 bool is_cjk(char32_t c) { return c >= 0x3400 && in_ranges(kCjk, c); }
 bool is_punctuation(char32_t c) {
   // Google treats every ASCII non-letter/number symbol as punctuation ("$", "^", "`", ...).
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
+    return true;
   return c >= 0x80 && in_ranges(kPunctuation, c);
 }
 
@@ -244,7 +248,8 @@ Vocab Vocab::load(const std::string& path) {
   std::string line;
   while (std::getline(f, line)) {
     // Google strips the whole token; only trailing whitespace (incl. CR) is meaningful here.
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.pop_back();
     size_t start = line.find_first_not_of(" \t");
     tokens.push_back(start == std::string::npos ? std::string() : line.substr(start));
   }
@@ -430,7 +435,9 @@ Vocab build_vocab(const std::vector<std::string>& texts, int vocab_size, const T
   // Max-heap on (count, then smaller key) with lazy deletion: an entry is live only while
   // its count equals pair_count.
   using Entry = std::pair<int64_t, uint64_t>;
-  auto cmp = [](const Entry& x, const Entry& y) { return x.first != y.first ? x.first < y.first : x.second > y.second; };
+  auto cmp = [](const Entry& x, const Entry& y) {
+    return x.first != y.first ? x.first < y.first : x.second > y.second;
+  };
   std::priority_queue<Entry, std::vector<Entry>, decltype(cmp)> heap(cmp);
   for (const auto& [k, n] : pair_count) heap.push({n, k});
 
@@ -480,8 +487,10 @@ Vocab build_vocab(const std::vector<std::string>& texts, int vocab_size, const T
     }
     for (uint64_t c : changed) {
       auto pc = pair_count.find(c);
-      if (pc->second > 0) heap.push({pc->second, c});
-      else pair_count.erase(pc);
+      if (pc->second > 0)
+        heap.push({pc->second, c});
+      else
+        pair_count.erase(pc);
     }
   }
   return Vocab(std::move(tokens));

@@ -19,7 +19,7 @@
 namespace dskc {
 
 struct TokenizerOptions {
-  bool lower_case = true;             // also strips accents, as BERT's uncased models do
+  bool lower_case = true;              // also strips accents, as BERT's uncased models do
   int max_input_chars_per_word = 100;  // longer words become [UNK]
 };
 
@@ -61,6 +61,7 @@ std::vector<std::string> basic_tokenize(const std::string& text, const Tokenizer
 std::vector<std::string> wordpiece_tokenize(const std::string& word, const Vocab& vocab,
                                             const TokenizerOptions& opt = {});
 
+// basic_tokenize then wordpiece_tokenize. Keeps a reference: `vocab` must outlive it.
 class FullTokenizer {
  public:
   explicit FullTokenizer(const Vocab& vocab, TokenizerOptions opt = {});

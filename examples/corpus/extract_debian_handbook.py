@@ -1,5 +1,7 @@
-# Extracts prose paragraphs from The Debian Administrator's Handbook (debian-handbook package)
-# into BERT pre-training text: one sentence per line, a blank line between documents (sections).
+# Extracts prose paragraphs from The Debian Administrator's Handbook (Debian package
+# debian-handbook; GPL-2+ or CC-BY-SA-3.0) into BERT pre-training text: one sentence per line,
+# a blank line between documents (one per HTML page). See SOURCE.md for how it was run.
+# usage: extract_debian_handbook.py HTML_DIR OUT.txt MAX_BYTES
 import html.parser, re, sys, os
 src = sys.argv[1]; out = sys.argv[2]; limit = int(sys.argv[3])
 order = re.findall(r'href="([^"#]*\.html)', open(os.path.join(src, "index.html"), encoding="utf-8").read())

@@ -66,7 +66,8 @@ void write_raw(const std::string& path, const std::vector<RawSet>& sets) {
     hid_t space = H5Screate_simple(static_cast<int>(s.dims.size()), s.dims.data(), nullptr);
     hid_t ds = H5Dcreate2(f, s.name.c_str(), s.file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     REQUIRE(ds >= 0);
-    if (!s.data.empty()) REQUIRE(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data.data()) >= 0);
+    if (!s.data.empty())
+      REQUIRE(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data.data()) >= 0);
     H5Dclose(ds);
     H5Sclose(space);
   }
@@ -153,7 +154,10 @@ TEST_CASE("shard round trip, atomic write, byte-stable") {
 TEST_CASE("shards written by other tools: any integer type is read") {
   TempDir dir;
   auto sets = raw_sets(make_shard(4, 8, 3));
-  for (auto& s : sets) s.file_type = s.name == "input_ids" ? H5T_STD_I64LE : s.name == "input_mask" ? H5T_STD_U8LE : H5T_STD_I16BE;
+  for (auto& s : sets)
+    s.file_type = s.name == "input_ids"    ? H5T_STD_I64LE
+                  : s.name == "input_mask" ? H5T_STD_U8LE
+                                           : H5T_STD_I16BE;
   write_raw(dir / "x.h5", sets);
   PretrainShard back = dskc::read_shard(dir / "x.h5");
   CHECK(back.input_ids == make_shard(4, 8, 3).input_ids);
@@ -189,12 +193,14 @@ TEST_CASE("bad shards: one clear message naming the file") {
     auto& s = set_named(sets, "input_mask");
     s.dims = {6, 4};
     s.data.resize(24);
-    CHECK(read_error(dir, sets).find("'input_mask' has sequence length 4 but 'input_ids' has 8") != std::string::npos);
+    CHECK(read_error(dir, sets).find("'input_mask' has sequence length 4 but 'input_ids' has 8") !=
+          std::string::npos);
   }
   SUBCASE("masked position out of range") {
     auto sets = raw_sets(good);
     set_named(sets, "masked_lm_positions").data[4] = 8;
-    CHECK(read_error(dir, sets).find("masked_lm_positions[1][1] = 8 is out of range [0,8)") != std::string::npos);
+    CHECK(read_error(dir, sets).find("masked_lm_positions[1][1] = 8 is out of range [0,8)") !=
+          std::string::npos);
     set_named(sets, "masked_lm_positions").data[4] = -1;
     CHECK(read_error(dir, sets).find("out of range") != std::string::npos);
   }

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of one BERT layer: PyTorch eager, torch.compile (fused QKV + SDPA) and
+dskc (`dskc bench --csv`), forward + backward, fp16, on the current GPU, in one run.
+
+Prints a markdown table with ms per layer and the ratios to dskc, plus activation MiB per layer
+(the memory held between forward and backward). Usage:
+    python3 bench/compare_torch.py --dskc build/dskc [--shapes 64x128,16x512] [--ln pre,post]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+
+class BertLayer(torch.nn.Module):
+    """The layer dskc computes (DeepSpeed's kernel layout): fused QKV, SDPA, erf GELU."""
+
+    def __init__(self, hidden, heads, inter, pre_ln, p_attn=0.1, p_hidden=0.1):
+        super().__init__()
+        self.h, self.n, self.pre = hidden, heads, pre_ln
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.o = torch.nn.Linear(hidden, hidden)
+        self.ln_attn = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.inter = torch.nn.Linear(hidden, inter)
+        self.out = torch.nn.Linear(inter, hidden)
+        self.ln_norm = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.pa, self.ph = p_attn, p_hidden
+
+    def attn(self, x, mask):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.n, self.h // self.n).permute(2, 0, 3, 1, 4)
+        c = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.pa if self.training else 0.0)
+        return self.o(c.transpose(1, 2).reshape(b, s, self.h))
+
+    def ffn(self, x):
+        return self.out(F.gelu(self.inter(x)))
+
+    def forward(self, x, mask):
+        d = lambda t: F.dropout(t, self.ph, self.training)
+        if self.pre:
+            a = x + d(self.attn(self.ln_norm(x), mask))
+            return a + d(self.ffn(self.ln_attn(a)))
+        a = self.ln_attn(x + d(self.attn(x, mask)))
+        return self.ln_norm(a + d(self.ffn(a)))
+
+
+def time_layer(layer, b, s, hidden, iters, warmup):
+    x = torch.randn(b, s, hidden, device="cuda", dtype=torch.half, requires_grad=True)
+    mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=torch.half)
+    dy = torch.randn_like(x)
+    for _ in range(warmup):
+        layer(x, mask).backward(dy)
+    torch.cuda.synchronize()
+    fwd, bwd = [], []
+    for _ in range(iters):
+        e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        e[0].record()
+        y = layer(x, mask)
+        e[1].record()
+        y.backward(dy)
+        e[2].record()
+        torch.cuda.synchronize()
+        fwd.append(e[0].elapsed_time(e[1]))
+        bwd.append(e[1].elapsed_time(e[2]))
+    fwd.sort()
+    bwd.sort()
+    # Activation memory: bytes alive after forward that backward frees.
+    del y
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    y = layer(x, mask)
+    held = torch.cuda.memory_allocated() - base - y.numel() * y.element_size()
+    y.backward(dy)
+    return fwd[len(fwd) // 2], bwd[len(bwd) // 2], held / 2**20
+
+
+def run_dskc(dskc, b, s, pre, iters, warmup, extra):
+    cfg = {"batch_size": b, "max_seq_length": s, "hidden_size": 1024, "heads": 16, "intermediate_size": 4096,
+           "attn_dropout_ratio": 0.1, "hidden_dropout_ratio": 0.1, "num_hidden_layers": 24,
+           "initializer_range": 0.02, "seed": 42, "fp16": True, "pre_layer_norm": pre}
+    cfg.update(extra)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cfg, f)
+    out = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters), "--warmup", str(warmup)],
+                         capture_output=True, text=True)
+    os.unlink(f.name)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        return None
+    v = out.stdout.strip().split(",")
+    return float(v[5]), float(v[6]), float(v[9])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dskc", default="build/dskc")
+    ap.add_argument("--shapes", default="64x128,16x512")
+    ap.add_argument("--ln", default="pre,post")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    rows = []
+    for shape in args.shapes.split(","):
+        b, s = map(int, shape.split("x"))
+        for ln in args.ln.split(","):
+            pre = ln == "pre"
+            layer = BertLayer(1024, 16, 4096, pre).cuda().half().train()
+            ef, eb, em = time_layer(layer, b, s, 1024, args.iters, args.warmup)
+            if args.no_compile:
+                cf = cb = cm = float("nan")
+            else:
+                compiled = torch.compile(layer)
+                cf, cb, cm = time_layer(compiled, b, s, 1024, args.iters, args.warmup)
+            d = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, {})
+            dall = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup,
+                            {"attn_dropout_checkpoint": True, "normalize_invertible": True, "gelu_checkpoint": True})
+            rows.append((b, s, ln, ef + eb, cf + cb, d, dall, em, cm))
+            del layer
+            torch.cuda.empty_cache()
+    print()
+    print("| batch | seq | LN | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "
+          "compile/dskc | MiB eager | MiB compile | MiB dskc | MiB dskc all flags |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for b, s, ln, e, c, d, dall, em, cm in rows:
+        dt = d[0] + d[1] if d else float("nan")
+        dat = dall[0] + dall[1] if dall else float("nan")
+        print(f"| {b} | {s} | {ln} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} | "
+              f"{em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | {dall[2] if dall else float('nan'):.0f} |")
+
+
+if __name__ == "__main__":
+    main()

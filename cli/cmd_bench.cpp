@@ -1,0 +1,108 @@
+// `dskc bench`: times a layer's forward and backward on the GPU with CUDA events (warm-up first,
+// median of many iterations) and prints ms, TFLOP/s and activation MiB per layer.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/layer_args.h"
+#include "compiler/errors.h"
+#include "runtime/context.h"
+#include "runtime/driver.h"
+#include "runtime/host_tensor.h"
+#include "runtime/layer_flops.h"
+#include "runtime/layer_params.h"
+#include "runtime/transformer_layer.h"
+
+namespace dskc::cli {
+
+namespace {
+struct Events {
+  CUevent a = nullptr, b = nullptr;
+  Events() {
+    DSKC_CU(cuEventCreate(&a, CU_EVENT_DEFAULT));
+    DSKC_CU(cuEventCreate(&b, CU_EVENT_DEFAULT));
+  }
+  ~Events() {
+    driver().cuEventDestroy(a);
+    driver().cuEventDestroy(b);
+  }
+  float ms() const {
+    float t = 0;
+    DSKC_CU(cuEventSynchronize(b));
+    DSKC_CU(cuEventElapsedTime(&t, a, b));
+    return t;
+  }
+};
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  ArgParser p("bench", "Time one layer's forward and backward on the GPU (CUDA events, median of --iters after "
+                       "--warmup) and print ms, TFLOP/s (2 FLOPs per multiply-add; backward = 2x forward) and "
+                       "activation MiB per layer.");
+  LayerArgs la;
+  la.add_to(p);
+  std::optional<int> batch, seq, iters, warmup;
+  bool csv = false;
+  p.add_int("batch", &batch, "micro-batch (default: the config's batch_size)");
+  p.add_int("seq", &seq, "sequence length (default: max_seq_length)");
+  p.add_int("iters", &iters, "timed iterations (default 50)");
+  p.add_int("warmup", &warmup, "untimed iterations first (default 10)");
+  p.add_switch("csv", &csv, "one CSV line instead of the table");
+  if (!p.parse(args)) return 0;
+  LayerConfig cfg = la.load();
+  const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
+  const int n_it = iters.value_or(50), n_wu = warmup.value_or(10);
+  if (n_it < 1 || n_wu < 0) throw Error(ErrorKind::Usage, "--iters must be >= 1 and --warmup >= 0");
+  Context ctx(cfg.local_rank);
+  TransformerLayer layer(ctx, cfg);
+  layer.set_params(init_layer_params(cfg, 1));
+  const DType t = cfg.dtype();
+  const size_t n = static_cast<size_t>(B) * S * cfg.hidden_size, eb = dtype_bytes(t);
+  DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb);
+  std::vector<float> hx(n);
+  for (size_t i = 0; i < n; ++i) hx[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.f - 1.f;
+  upload(ctx, x.ptr(), hx, t);
+  upload(ctx, dy.ptr(), hx, t);
+  Events fe, be;
+  std::vector<double> f_ms, b_ms;
+  for (int i = 0; i < n_wu + n_it; ++i) {
+    DSKC_CU(cuEventRecord(fe.a, ctx.stream()));
+    layer.forward(x.ptr(), 0, y.ptr(), B, S, static_cast<uint32_t>(i));
+    DSKC_CU(cuEventRecord(fe.b, ctx.stream()));
+    if (cfg.training) {
+      DSKC_CU(cuEventRecord(be.a, ctx.stream()));
+      layer.backward(dy.ptr(), dx.ptr());
+      DSKC_CU(cuEventRecord(be.b, ctx.stream()));
+    }
+    if (i >= n_wu) {
+      f_ms.push_back(fe.ms());
+      if (cfg.training) b_ms.push_back(be.ms());
+    }
+  }
+  ctx.synchronize();
+  const double fm = median(f_ms), bm = cfg.training ? median(b_ms) : 0.0;
+  const double flops = layer_forward_flops(cfg, B, S) * (cfg.training ? 3.0 : 1.0);
+  const double tflops = flops / ((fm + bm) * 1e-3) / 1e12;
+  const double act_mib = layer.plan().activation_bytes(B, S) / 1048576.0;
+  if (csv) {
+    std::printf("%d,%d,%d,%s,%s,%.4f,%.4f,%.4f,%.1f,%.2f\n", B, S, cfg.hidden_size, dtype_name(t),
+                cfg.pre_layer_norm ? "pre" : "post", fm, bm, fm + bm, tflops, act_mib);
+    return 0;
+  }
+  std::printf("dskc bench on %s: hidden %d, heads %d, intermediate %d, %s, %s%s\n", ctx.device_name().c_str(),
+              cfg.hidden_size, cfg.heads, cfg.intermediate_size, dtype_name(t),
+              cfg.pre_layer_norm ? "Pre-LN" : "Post-LN", cfg.stochastic_mode ? ", stochastic_mode" : "");
+  std::printf("module: %s in %.0f ms\n", layer.module_from_cache() ? "cache hit" : "compiled", layer.module_build_ms());
+  std::printf("| batch | seq | forward ms | backward ms | total ms | TFLOP/s | activation MiB |\n");
+  std::printf("|------:|----:|-----------:|------------:|---------:|--------:|---------------:|\n");
+  std::printf("| %5d | %3d | %10.3f | %11.3f | %8.3f | %7.1f | %14.1f |\n", B, S, fm, bm, fm + bm, tflops, act_mib);
+  return 0;
+}
+
+}  // namespace dskc::cli

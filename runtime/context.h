@@ -1,0 +1,89 @@
+// Context: one GPU's stream, cuBLAS/cuBLASLt handles, a growable scratch buffer shared by every
+// layer, and accounting of device memory dskc allocated (with an optional cap, used to emulate a
+// smaller GPU in the memory benchmarks). No globals: everything hangs off a Context.
+#pragma once
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+
+#include <cstddef>
+#include <string>
+
+namespace dskc {
+
+class Context;
+
+// Owning device allocation (freed on destruction), accounted against its Context.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Context& ctx, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CUdeviceptr ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename P = void>
+  P* as() const { return reinterpret_cast<P*>(ptr_); }
+
+ private:
+  Context* ctx_ = nullptr;
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+class Context {
+ public:
+  // device -1: the current device if a context is current, else device 0.
+  explicit Context(int device = -1);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const { return device_; }
+  std::string device_name() const;
+  CUstream stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  cublasLtHandle_t cublaslt() const { return cublaslt_; }
+  CUdeviceptr lt_workspace() const { return lt_workspace_.ptr(); }
+  size_t lt_workspace_bytes() const { return lt_workspace_.bytes(); }
+  void make_current() const;
+  void synchronize() const;
+
+  // Shared scratch of at least `bytes` (contents undefined; grows, synchronizing first).
+  CUdeviceptr scratch(size_t bytes);
+
+  // Device memory allocated through this Context, and an optional cap (0 = none). An
+  // allocation past the cap throws Error(Device) "out of memory (cap ...)".
+  size_t allocated_bytes() const { return allocated_; }
+  size_t peak_allocated_bytes() const { return peak_; }
+  void set_memory_cap(size_t bytes) { cap_ = bytes; }
+  size_t memory_cap() const { return cap_; }
+
+  CUdeviceptr allocate(size_t bytes);
+  void release(CUdeviceptr p, size_t bytes);
+
+ private:
+  int device_ = 0;
+  CUdevice cu_device_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublaslt_ = nullptr;
+  DeviceBuffer lt_workspace_;
+  DeviceBuffer scratch_;
+  size_t allocated_ = 0, peak_ = 0, cap_ = 0;
+};
+
+// Checks a cuBLAS status; reports the call, file:line and the status name.
+[[noreturn]] void throw_cublas_error(int status, const char* call, const char* file, int line);
+
+}  // namespace dskc
+
+#define DSKC_CUBLAS(call)                                                            \
+  do {                                                                               \
+    cublasStatus_t s_ = (call);                                                      \
+    if (s_ != CUBLAS_STATUS_SUCCESS) ::dskc::throw_cublas_error(s_, #call, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,101 @@
+// Gemm implementation: row-major C = op(A)·op(B) is computed as column-major Cᵀ = op(B)ᵀ·op(A)ᵀ,
+// i.e. cuBLAS sees (B, A) swapped with m = N, n = M. cuBLASLt plans (descriptors + the
+// heuristic's algorithm) are cached per shape.
+#include "runtime/gemm.h"
+
+#include <fmt/format.h>
+
+#include "compiler/errors.h"
+
+namespace dskc {
+
+namespace {
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+Gemm::Gemm(Context& ctx, DType dtype) : ctx_(ctx), dtype_(dtype) {}
+Gemm::~Gemm() = default;
+
+Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta) {
+  auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, bias, beta != 0.f);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  auto p = std::make_unique<Plan>();
+  const cudaDataType_t t = cuda_type(dtype_);
+  // Column-major view: D[m=N, n=M] = op(B)ᵀ[N,K] · op(A)ᵀ[K,M].
+  DSKC_CUBLAS(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = op(s.trans_b), tb = op(s.trans_a);
+  DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    cudaDataType_t bt = t;
+    DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+  }
+  // Stored shapes (column-major rows x cols): B as op's input is [N,K] if !trans_b else [K,N].
+  DSKC_CUBLAS(cublasLtMatrixLayoutCreate(&p->a, t, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb));
+  DSKC_CUBLAS(cublasLtMatrixLayoutCreate(&p->b, t, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda));
+  DSKC_CUBLAS(cublasLtMatrixLayoutCreate(&p->c, t, s.n, s.m, s.ldc));
+  cublasLtMatmulPreference_t pref;
+  DSKC_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = ctx_.lt_workspace_bytes();
+  DSKC_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, pref, 1,
+                                                     &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw Error(ErrorKind::Device, fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} ({})", s.m, s.n,
+                                               s.k, cublasGetStatusName(st)));
+  p->algo = res.algo;
+  auto& ref = *p;
+  plans_.emplace(key, std::move(p));
+  return ref;
+}
+
+void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta,
+               CUdeviceptr bias) {
+  Plan& p = plan_for(s, bias != 0, beta);
+  if (bias) {
+    void* bp = reinterpret_cast<void*>(bias);
+    DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
+  }
+  DSKC_CUBLAS(cublasLtMatmul(ctx_.cublaslt(), p.desc, &alpha, reinterpret_cast<const void*>(b), p.a,
+                             reinterpret_cast<const void*>(a), p.b, &beta, reinterpret_cast<void*>(c), p.c,
+                             reinterpret_cast<void*>(c), p.c, &p.algo, reinterpret_cast<void*>(ctx_.lt_workspace()),
+                             ctx_.lt_workspace_bytes(), reinterpret_cast<cudaStream_t>(ctx_.stream())));
+}
+
+void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
+                       float alpha, float beta) {
+  const cudaDataType_t t = cuda_type(dtype_);
+  DSKC_CUBLAS(cublasGemmBatchedEx(ctx_.cublas(), op(s.trans_b), op(s.trans_a), s.n, s.m, s.k, &alpha,
+                                  reinterpret_cast<const void* const*>(b_array), t, s.ldb,
+                                  reinterpret_cast<const void* const*>(a_array), t, s.lda, &beta,
+                                  reinterpret_cast<void* const*>(c_array), t, s.ldc, count, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace dskc

@@ -1,0 +1,43 @@
+// Row-major GEMM front end over cuBLASLt (linear layers, with a fused bias epilogue) and cuBLAS
+// batched GEMMs (attention, through device pointer arrays so Q/K/V are read in place from the
+// [B, S, 3H] projection and the context is written straight into [B, S, H]).
+// Convention: C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C, all row-major with leading
+// dimensions in elements; fp32 accumulation for every dtype.
+#pragma once
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "compiler/config.h"
+#include "runtime/context.h"
+
+namespace dskc {
+
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int m = 0, n = 0, k = 0;
+  int lda = 0, ldb = 0, ldc = 0;
+};
+
+class Gemm {
+ public:
+  Gemm(Context& ctx, DType dtype);
+  ~Gemm();
+  // C = alpha·op(A)·op(B) + beta·C (+ bias[N] broadcast over rows when bias != 0).
+  void run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f, float beta = 0.f,
+           CUdeviceptr bias = 0);
+  // Batched over device arrays of pointers (count entries each).
+  void run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
+                   float alpha = 1.f, float beta = 0.f);
+
+ private:
+  struct Plan;
+  Plan& plan_for(const GemmShape& s, bool bias, float beta);
+  Context& ctx_;
+  DType dtype_;
+  std::map<std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace dskc

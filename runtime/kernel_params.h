@@ -1,0 +1,93 @@
+// Host mirrors of the kernels' params structs (templates/*.cuh), passed by value to
+// cuLaunchKernel. Member order and types must match the device structs exactly; sizes are
+// pinned by static_asserts here (the device side is the same C++ layout).
+#pragma once
+#include <cstdint>
+
+namespace dskc::kp {
+
+using Ptr = const void*;
+
+struct DropoutArgs {
+  uint64_t seed;
+  uint32_t layer;
+  uint32_t step;
+};
+
+struct LayerNormFwd {
+  Ptr x, gamma, beta, y;
+  float *mean, *rstd;
+  int rows;
+};
+struct BiasDropoutResidualLn {
+  Ptr x, bias, resid, s, gamma, beta, y;
+  float *mean, *rstd;
+  int rows;
+  DropoutArgs rng;
+};
+struct BiasDropoutResidual {
+  Ptr x, bias, resid, out;
+  int rows;
+  DropoutArgs rng;
+};
+struct BiasGeluFwd {
+  Ptr h, bias, g;
+  int rows;
+};
+struct AttnSoftmaxFwd {
+  Ptr scores, mask, probs_drop;
+  int batch, seq, seq_pad;
+  DropoutArgs rng;
+};
+struct AttnSoftmaxBwd {
+  Ptr grad, probs;
+  int batch, seq, seq_pad;
+  DropoutArgs rng;
+};
+struct AttnDropoutRecompute {
+  Ptr probs, probs_drop;
+  int batch, seq, seq_pad;
+  DropoutArgs rng;
+};
+struct LayerNormBwd {
+  Ptr dy, residual, xy, gamma, beta;
+  const float *mean, *rstd;
+  Ptr dx;
+  float* part;
+  int rows;
+};
+struct ParamGradReduce {
+  const float* part;
+  Ptr out0, out1;
+  int parts;
+};
+struct DropoutBiasGrad {
+  Ptr dy, dx;
+  float* part;
+  int rows;
+  DropoutArgs rng;
+};
+struct BiasGeluBwd {
+  Ptr dg, h;
+  float* part;
+  int rows;
+};
+struct GeluRecompute {
+  Ptr h, g;
+  int rows;
+};
+
+static_assert(sizeof(DropoutArgs) == 16);
+static_assert(sizeof(LayerNormFwd) == 56);
+static_assert(sizeof(BiasDropoutResidualLn) == 96);
+static_assert(sizeof(BiasDropoutResidual) == 56);
+static_assert(sizeof(BiasGeluFwd) == 32);
+static_assert(sizeof(AttnSoftmaxFwd) == 56);
+static_assert(sizeof(AttnSoftmaxBwd) == 48);
+static_assert(sizeof(LayerNormBwd) == 80);
+static_assert(sizeof(ParamGradReduce) == 32);
+static_assert(sizeof(DropoutBiasGrad) == 48);
+static_assert(sizeof(BiasGeluBwd) == 32);
+static_assert(sizeof(GeluRecompute) == 24);
+
+}  // namespace dskc::kp

@@ -1,0 +1,401 @@
+// TransformerLayer: the forward and backward schedules (kernels from the generated module,
+// GEMMs in cuBLAS/cuBLASLt) for Pre-LN and Post-LN. docs/DESIGN.md has the math; the comments
+// below name the buffers each step reads and writes.
+#include "runtime/transformer_layer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+
+#include "compiler/errors.h"
+#include "runtime/driver.h"
+#include "runtime/host_tensor.h"
+#include "runtime/kernel_params.h"
+#include "runtime/layer_params.h"
+
+namespace dskc {
+
+namespace {
+constexpr size_t kAlign = 256;
+size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+enum PtrArray { kQ, kK, kV, kScores, kProbsDrop, kCtx, kDCtx, kDQ, kDK, kDV, kDScores, kNumArrays };
+}  // namespace
+
+LoadedModule::LoadedModule(Context& ctx, const std::string& image) : ctx_(ctx) {
+  ctx_.make_current();
+  DSKC_CU(cuModuleLoadData(&module_, image.data()));
+}
+LoadedModule::~LoadedModule() {
+  if (module_) driver().cuModuleUnload(module_);
+}
+CUfunction LoadedModule::function(const std::string& name) const {
+  auto it = functions_.find(name);
+  if (it != functions_.end()) return it->second;
+  CUfunction f = nullptr;
+  CUresult r = driver().cuModuleGetFunction(&f, module_, name.c_str());
+  if (r != CUDA_SUCCESS) throw Error(ErrorKind::Internal, fmt::format("kernel {} missing from the module", name));
+  functions_[name] = f;
+  return f;
+}
+
+TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const LayerOptions& opt)
+    : ctx_(ctx), plan_(make_plan(cfg)), opt_(opt) {
+  ctx_.make_current();
+  CompileOptions co;
+  co.arch = detect_gpu_arch(ctx_.device()).value_or("sm_90");
+  BuildResult br = build_module(plan_, co, opt.use_cache, opt.cache_dir);
+  from_cache_ = br.module.from_cache;
+  build_ms_ = br.module.compile_ms;
+  module_ = std::make_unique<LoadedModule>(ctx_, br.module.image);
+  gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype());
+  const size_t eb = dtype_bytes(cfg.dtype());
+  size_t off = 0;
+  for (const auto& p : layer_param_specs(cfg)) {
+    size_t n = 1;
+    for (auto d : p.shape) n *= static_cast<size_t>(d);
+    param_offset_[p.name] = off;
+    off += align_up(n * eb);
+  }
+  params_ = DeviceBuffer(ctx_, off);
+  grads_ = cfg.training ? DeviceBuffer(ctx_, off) : DeviceBuffer();
+  size_t soff = 0;
+  for (const auto& s : plan_.saved) {
+    saved_offset_[s.name] = soff;
+    soff += align_up(s.bytes(cfg.batch_size, cfg.max_seq_length));
+  }
+  saved_ = DeviceBuffer(ctx_, soff);
+  ptr_arrays_ = DeviceBuffer(ctx_, sizeof(void*) * kNumArrays * cfg.batch_size * cfg.heads);
+  zero_mask_ = DeviceBuffer(ctx_, static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length * eb);
+  DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
+  if (grads_.bytes()) DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_.stream()));
+  ctx_.synchronize();
+}
+
+TransformerLayer::~TransformerLayer() = default;
+
+CUdeviceptr TransformerLayer::param(const std::string& name) const {
+  auto it = param_offset_.find(name);
+  if (it == param_offset_.end()) throw Error(ErrorKind::Input, fmt::format("no layer parameter '{}'", name));
+  return params_.ptr() + it->second;
+}
+CUdeviceptr TransformerLayer::grad(const std::string& name) const {
+  auto it = param_offset_.find(name);
+  if (it == param_offset_.end()) throw Error(ErrorKind::Input, fmt::format("no layer parameter '{}'", name));
+  if (!grads_.bytes()) throw Error(ErrorKind::Input, "this layer was built with training = false: no gradients");
+  return grads_.ptr() + it->second;
+}
+
+void TransformerLayer::set_params(const std::map<std::string, std::vector<float>>& host) {
+  for (const auto& p : layer_param_specs(plan_.cfg)) {
+    auto it = host.find(p.name);
+    if (it == host.end()) throw Error(ErrorKind::Input, fmt::format("parameter '{}' is missing", p.name));
+    size_t n = 1;
+    for (auto d : p.shape) n *= static_cast<size_t>(d);
+    if (it->second.size() != n)
+      throw Error(ErrorKind::Input, fmt::format("parameter '{}' has {} values, expected {}", p.name, it->second.size(), n));
+    upload(ctx_, param(p.name), it->second, plan_.cfg.dtype());
+  }
+}
+
+static std::map<std::string, std::vector<float>> read_all(Context& ctx, const LayerConfig& cfg,
+                                                          const std::function<CUdeviceptr(const std::string&)>& at) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& p : layer_param_specs(cfg)) {
+    size_t n = 1;
+    for (auto d : p.shape) n *= static_cast<size_t>(d);
+    out[p.name] = download(ctx, at(p.name), n, cfg.dtype());
+  }
+  return out;
+}
+std::map<std::string, std::vector<float>> TransformerLayer::get_params() const {
+  return read_all(ctx_, plan_.cfg, [this](const std::string& n) { return param(n); });
+}
+std::map<std::string, std::vector<float>> TransformerLayer::get_grads() const {
+  return read_all(ctx_, plan_.cfg, [this](const std::string& n) { return grad(n); });
+}
+
+CUdeviceptr TransformerLayer::t(const std::string& name) const {
+  if (auto it = saved_offset_.find(name); it != saved_offset_.end()) return saved_.ptr() + it->second;
+  if (auto it = workspace_offset_.find(name); it != workspace_offset_.end()) return workspace_ + it->second;
+  DSKC_ASSERT(false, "plan has no tensor " + name);
+  return 0;
+}
+
+void TransformerLayer::prepare_call(int batch, int seq) {
+  const LayerConfig& c = plan_.cfg;
+  if (batch < 1 || batch > c.batch_size)
+    throw Error(ErrorKind::Input,
+                fmt::format("batch {} exceeds the layer's batch_size {}: raise batch_size in the layer config (the "
+                            "kernel's buffers are sized for it) or lower the prediction batch to {} or less",
+                            batch, c.batch_size, c.batch_size));
+  if (seq < 1 || seq > c.max_seq_length)
+    throw Error(ErrorKind::Input,
+                fmt::format("sequence length {} exceeds the layer's max_seq_length {}: raise max_seq_length in the "
+                            "layer config or shorten the inputs",
+                            seq, c.max_seq_length));
+  batch_ = batch;
+  seq_ = seq;
+  workspace_offset_.clear();
+  size_t off = 0;
+  for (const auto& w : plan_.workspace) {
+    workspace_offset_[w.name] = off;
+    off += align_up(w.bytes(batch, seq));
+  }
+  workspace_ = ctx_.scratch(off);
+  // Attention pointer arrays: per (b, h) the row-major bases of Q, K, V, scores, ...
+  if (arrays_batch_ != batch || arrays_seq_ != seq || arrays_workspace_ != workspace_) {
+    const int H = c.hidden_size, d = c.head_dim(), heads = c.heads, sp = padded_seq(seq);
+    const size_t eb = dtype_bytes(c.dtype());
+    const int n = batch * heads;
+    std::vector<CUdeviceptr> host(static_cast<size_t>(kNumArrays) * n, 0);
+    const bool train = c.training;
+    CUdeviceptr qkv = t("qkv"), probs = t("attn_probs"), ctxb = t("attn_context");
+    const bool drop = train && c.attn_dropout_ratio > 0;
+    CUdeviceptr pd = drop ? t("attn_probs_dropped") : probs;
+    CUdeviceptr dctx = t("linear_out");
+    CUdeviceptr dqkv = train ? t("grad_qkv") : 0, ds = train ? t("grad_scores") : 0;
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < heads; ++h) {
+        const int i = b * heads + h;
+        const size_t tok0 = static_cast<size_t>(b) * seq;
+        const size_t qoff = (tok0 * 3 * H + static_cast<size_t>(h) * d) * eb;
+        const size_t coff = (tok0 * H + static_cast<size_t>(h) * d) * eb;
+        const size_t soff = static_cast<size_t>(i) * seq * sp * eb;
+        auto set = [&](int a, CUdeviceptr v) { host[static_cast<size_t>(a) * n + i] = v; };
+        set(kQ, qkv + qoff);
+        set(kK, qkv + qoff + H * eb);
+        set(kV, qkv + qoff + 2 * H * eb);
+        set(kScores, probs + soff);
+        set(kProbsDrop, pd + soff);
+        set(kCtx, ctxb + coff);
+        set(kDCtx, dctx + coff);
+        if (train) {
+          set(kDQ, dqkv + qoff);
+          set(kDK, dqkv + qoff + H * eb);
+          set(kDV, dqkv + qoff + 2 * H * eb);
+          set(kDScores, ds + soff);
+        }
+      }
+    DSKC_CU(cuMemcpyHtoDAsync(ptr_arrays_.ptr(), host.data(), host.size() * sizeof(CUdeviceptr), ctx_.stream()));
+    ctx_.synchronize();  // `host` goes out of scope
+    arrays_batch_ = batch;
+    arrays_seq_ = seq;
+    arrays_workspace_ = workspace_;
+  }
+}
+
+unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
+  switch (k.grid) {
+    case GridKind::Rows: return static_cast<unsigned>(rows);
+    case GridKind::AttnRows: return static_cast<unsigned>((static_cast<int64_t>(batch_) * plan_.cfg.heads * seq_ + 3) / 4);
+    case GridKind::Elementwise: {
+      const int64_t vecs = static_cast<int64_t>(rows) * k.cols / k.vec;
+      return static_cast<unsigned>(std::min<int64_t>((vecs + k.block - 1) / k.block, 65535));
+    }
+    case GridKind::RowTiles: return static_cast<unsigned>(grad_parts(rows));
+    case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + 31) / 32);
+  }
+  return 1;
+}
+
+void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsigned grid_y, const void* params) {
+  const KernelInfo* k = plan_.find_kernel(kernel);
+  DSKC_ASSERT(k, "kernel " + kernel + " not in plan");
+  CUfunction f = module_->function(kernel);
+  void* args[] = {const_cast<void*>(params)};
+  DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1, 0, ctx_.stream(), args,
+                         nullptr));
+}
+
+void TransformerLayer::run_kernel(const std::string& name, const void* params, int rows) {
+  const KernelInfo* k = plan_.find_kernel(name);
+  DSKC_ASSERT(k, "kernel " + name + " not in plan");
+  launch(name, grid_for(*k, rows), 1, params);
+}
+
+void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0,
+                              CUdeviceptr out1) {
+  const KernelInfo* k = plan_.find_kernel(kernel);
+  kp::ParamGradReduce p{reinterpret_cast<const float*>(part), reinterpret_cast<kp::Ptr>(out0),
+                        reinterpret_cast<kp::Ptr>(out1), parts};
+  launch(kernel, grid_for(*k, 0), static_cast<unsigned>(k->arrays), &p);
+}
+
+#define P(x) reinterpret_cast<kp::Ptr>(x)
+#define F(x) reinterpret_cast<float*>(x)
+
+void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq,
+                               uint32_t step) {
+  ctx_.make_current();
+  prepare_call(batch, seq);
+  const LayerConfig& c = plan_.cfg;
+  const int H = c.hidden_size, I = c.intermediate_size, rows = batch * seq, sp = padded_seq(seq);
+  const bool pre = c.pre_layer_norm, train = c.training, inv = c.normalize_invertible;
+  const bool attn_drop = train && c.attn_dropout_ratio > 0;
+  step_ = step;
+  const kp::DropoutArgs rng{c.seed, opt_.layer_id, step};
+  input_ = input;
+  mask_ = mask ? mask : zero_mask_.ptr();
+  output_ = output;
+  auto mean_buf = [&](const char* name) { return F(!train || inv ? t("ln_scratch_mean") : t(name)); };
+  auto rstd_buf = [&](const char* name) { return F(!train ? t("ln_scratch_rstd") : t(name)); };
+
+  // Attention input: LN(x) in Pre-LN, x in Post-LN.
+  CUdeviceptr h1 = input;
+  if (pre) {
+    h1 = t("ln_norm_out");
+    kp::LayerNormFwd p{P(input), P(param("norm_w")), P(param("norm_b")), P(h1), mean_buf("ln_norm_mean"),
+                       rstd_buf("ln_norm_rstd"), rows};
+    run_kernel("layernorm_fwd_norm", &p, rows);
+  }
+  // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
+  gemm_->run({false, true, rows, 3 * H, H, H, H, 3 * H}, h1, param("attn_qkvw"), t("qkv"), 1.f, 0.f,
+             param("attn_qkvb"));
+  // scores[b,h] = Q·Kᵀ / sqrt(d)                                          [S, S8] per head
+  const int n = batch * c.heads, d = c.head_dim();
+  const CUdeviceptr arr = ptr_arrays_.ptr();
+  auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  gemm_->run_batched({false, true, seq, seq, d, 3 * H, 3 * H, sp}, array(kQ), array(kK), array(kScores), n, scale);
+  {
+    kp::AttnSoftmaxFwd p{P(t("attn_probs")), P(mask_), P(attn_drop ? t("attn_probs_dropped") : 0), batch, seq, sp, rng};
+    run_kernel("attn_softmax_dropout_fwd", &p, rows);
+  }
+  // ctx[b, :, h] = dropout(P) · V                                          [rows, H]
+  gemm_->run_batched({false, false, seq, d, seq, sp, 3 * H, H}, array(kProbsDrop), array(kV), array(kCtx), n);
+  // linear_out = ctx · attn_owᵀ                                            [rows, H]
+  gemm_->run({false, true, rows, H, H, H, H, H}, t("attn_context"), param("attn_ow"), t("linear_out"));
+  {
+    // Pre-LN: a = x + drop(linear_out + ob); ln_attn_out = LN(a).  Post-LN: same with a -> s1, ln -> a.
+    kp::BiasDropoutResidualLn p{P(t("linear_out")), P(param("attn_ob")), P(input), P(t("attn_residual")),
+                                P(param("attn_nw")), P(param("attn_nb")), P(t("ln_attn_out")),
+                                mean_buf("ln_attn_mean"), rstd_buf("ln_attn_rstd"), rows, rng};
+    run_kernel("bias_dropout_residual_layernorm_fwd_attn", &p, rows);
+  }
+  // ffn_pre_gelu = ln_attn_out · inter_wᵀ; then + inter_b, GELU           [rows, I]
+  gemm_->run({false, true, rows, I, H, H, H, I}, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"));
+  {
+    kp::BiasGeluFwd p{P(t("ffn_pre_gelu")), P(param("inter_b")), P(t("ffn_gelu_out")), rows};
+    run_kernel("bias_gelu_fwd", &p, rows);
+  }
+  // linear_out = gelu · output_wᵀ                                          [rows, H]
+  gemm_->run({false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
+  if (pre) {
+    kp::BiasDropoutResidual p{P(t("linear_out")), P(param("output_b")), P(t("attn_residual")), P(output), rows, rng};
+    run_kernel("bias_dropout_residual_fwd_ffn", &p, rows);
+  } else {
+    kp::BiasDropoutResidualLn p{P(t("linear_out")), P(param("output_b")), P(t("ln_attn_out")), P(t("ffn_residual")),
+                                P(param("norm_w")), P(param("norm_b")), P(output), mean_buf("ln_norm_mean"),
+                                rstd_buf("ln_norm_rstd"), rows, rng};
+    run_kernel("bias_dropout_residual_layernorm_fwd_ffn", &p, rows);
+  }
+  have_forward_ = train;
+}
+
+void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input) {
+  const LayerConfig& c = plan_.cfg;
+  if (!c.training) throw Error(ErrorKind::Input, "backward() on a layer built with training = false");
+  if (!have_forward_) throw Error(ErrorKind::Input, "backward() without a preceding forward()");
+  ctx_.make_current();
+  prepare_call(batch_, seq_);  // same shapes: keeps workspace offsets
+  const int H = c.hidden_size, I = c.intermediate_size, rows = batch_ * seq_, seq = seq_, sp = padded_seq(seq_);
+  const bool pre = c.pre_layer_norm, inv = c.normalize_invertible;
+  const bool attn_drop = c.attn_dropout_ratio > 0, hid_drop = c.hidden_dropout_ratio > 0;
+  const kp::DropoutArgs rng{c.seed, opt_.layer_id, step_};
+  const int parts = grad_parts(rows);
+  const CUdeviceptr part = t("grad_param_partials");
+  const CUdeviceptr ga = t("grad_h_a"), gb = t("grad_h_b"), gi = t("grad_inter"), gq = t("grad_qkv");
+  const CUdeviceptr lin = t("linear_out");
+  const int n = batch_ * c.heads, d = c.head_dim();
+  const CUdeviceptr arr = ptr_arrays_.ptr();
+  auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  auto ln_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr residual, CUdeviceptr x, CUdeviceptr y,
+                    const char* gamma, const char* beta, const char* mean, const char* rstd, CUdeviceptr dx) {
+    kp::LayerNormBwd p{P(dy), P(residual), P(inv ? y : x), P(param(gamma)), P(param(beta)),
+                       inv ? nullptr : F(t(mean)), F(t(rstd)), P(dx), F(part), rows};
+    run_kernel(kernel, &p, rows);
+    reduce("param_grad_reduce_layernorm", part, parts, grad(gamma), grad(beta));
+  };
+  auto bias_grad = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr dx, const char* bias, const char* reducer) {
+    kp::DropoutBiasGrad p{P(dy), P(dx), F(part), rows, rng};
+    run_kernel(kernel, &p, rows);
+    reduce(reducer, part, parts, grad(bias), 0);
+  };
+
+  // ---- FFN block ----
+  CUdeviceptr d_out = grad_output;  // gradient wrt the FFN residual sum
+  if (!pre) {
+    // Post-LN: out = LN_norm(s2): d_s2 -> ga.
+    ln_bwd("layernorm_bwd_norm", grad_output, 0, t("ffn_residual"), output_, "norm_w", "norm_b", "ln_norm_mean",
+           "ln_norm_rstd", ga);
+    d_out = ga;
+  }
+  bias_grad("dropout_bias_grad_ffn_out", d_out, gb, "output_b", "param_grad_reduce_hidden");
+  const CUdeviceptr d_o = hid_drop ? gb : d_out;  // gradient wrt (gelu · output_wᵀ + output_b)
+  if (c.gelu_checkpoint) {
+    kp::GeluRecompute p{P(t("ffn_pre_gelu")), P(t("ffn_gelu_out")), rows};
+    run_kernel("gelu_recompute", &p, rows);
+  }
+  gemm_->run({true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"));
+  gemm_->run({false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
+  {
+    kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), F(part), rows};
+    run_kernel("bias_gelu_bwd", &p, rows);
+    reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
+  }
+  gemm_->run({true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"));
+  // ---- attention LayerNorm ----
+  CUdeviceptr d_s1;  // gradient wrt the attention residual sum
+  if (pre) {
+    gemm_->run({false, false, rows, H, I, I, H, H}, gi, param("inter_w"), gb);
+    // d_a = LN_attn_bwd(gb) + grad_output (residual) -> ga
+    ln_bwd("layernorm_bwd_attn", gb, grad_output, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb",
+           "ln_attn_mean", "ln_attn_rstd", ga);
+    d_s1 = ga;
+  } else {
+    gemm_->run({false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
+    // d_s1 = LN_attn_bwd(lin + d_s2) -> gb
+    ln_bwd("layernorm_bwd_attn", lin, ga, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb", "ln_attn_mean",
+           "ln_attn_rstd", gb);
+    d_s1 = gb;
+  }
+  const CUdeviceptr spare = d_s1 == ga ? gb : ga;
+  bias_grad("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob", "param_grad_reduce_hidden");
+  const CUdeviceptr d_ao = hid_drop ? spare : d_s1;
+  gemm_->run({true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"));
+  gemm_->run({false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
+  // ---- attention ----
+  if (c.attn_dropout_checkpoint && attn_drop) {
+    kp::AttnDropoutRecompute p{P(t("attn_probs")), P(t("attn_probs_dropped")), batch_, seq, sp, rng};
+    run_kernel("attn_dropout_recompute", &p, rows);
+  }
+  // dV = dropout(P)ᵀ · d_ctx ; d(P_drop) = d_ctx · Vᵀ
+  gemm_->run_batched({true, false, seq, d, seq, sp, H, 3 * H}, array(kProbsDrop), array(kDCtx), array(kDV), n);
+  gemm_->run_batched({false, true, seq, seq, d, H, 3 * H, sp}, array(kDCtx), array(kV), array(kDScores), n);
+  {
+    kp::AttnSoftmaxBwd p{P(t("grad_scores")), P(t("attn_probs")), batch_, seq, sp, rng};
+    run_kernel("attn_softmax_dropout_bwd", &p, rows);
+  }
+  // dQ = dS · K / sqrt(d) ; dK = dSᵀ · Q / sqrt(d)
+  gemm_->run_batched({false, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK), array(kDQ), n, scale);
+  gemm_->run_batched({true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kQ), array(kDK), n, scale);
+  {
+    kp::DropoutBiasGrad p{P(gq), P(0), F(part), rows, rng};
+    run_kernel("bias_grad_qkv", &p, rows);
+    reduce("param_grad_reduce_qkv", part, parts, grad("attn_qkvb"), 0);
+  }
+  const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
+  gemm_->run({true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"));
+  if (pre) {
+    gemm_->run({false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
+    ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, t("ln_norm_out"), "norm_w", "norm_b", "ln_norm_mean",
+           "ln_norm_rstd", grad_input);
+  } else {
+    DSKC_CU(cuMemcpyDtoDAsync(grad_input, d_s1, static_cast<size_t>(rows) * H * dtype_bytes(c.dtype()), ctx_.stream()));
+    gemm_->run({false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), grad_input, 1.f, 1.f);
+  }
+}
+
+}  // namespace dskc

@@ -1,0 +1,96 @@
+// TransformerLayer: one JIT-compiled BERT layer on the GPU (SPEC §4). Construction plans the
+// layer, builds (or loads from the cache) its module, and allocates parameters, gradients and
+// exactly the activation tensors the plan lists. forward() keeps those tensors; backward() uses
+// them. The caller owns input, mask and output and keeps them alive until backward() (as
+// autograd does): Post-LN / non-invertible LayerNorm backward reads them.
+#pragma once
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/nvrtc_compile.h"
+#include "compiler/plan.h"
+#include "runtime/context.h"
+#include "runtime/gemm.h"
+
+namespace dskc {
+
+class LoadedModule {
+ public:
+  LoadedModule(Context& ctx, const std::string& image);
+  ~LoadedModule();
+  CUfunction function(const std::string& name) const;
+
+ private:
+  Context& ctx_;
+  CUmodule module_ = nullptr;
+  mutable std::map<std::string, CUfunction> functions_;
+};
+
+struct LayerOptions {
+  uint32_t layer_id = 0;     // keys the dropout RNG together with seed and step
+  std::string cache_dir;     // empty: default cache dir
+  bool use_cache = true;
+};
+
+class TransformerLayer {
+ public:
+  TransformerLayer(Context& ctx, const LayerConfig& cfg, const LayerOptions& opt = {});
+  ~TransformerLayer();
+
+  const LayerConfig& config() const { return plan_.cfg; }
+  const LayerPlan& plan() const { return plan_; }
+  bool module_from_cache() const { return from_cache_; }
+  double module_build_ms() const { return build_ms_; }
+
+  // Parameters and their gradients (dtype of the config), by DeepSpeed name.
+  CUdeviceptr param(const std::string& name) const;
+  CUdeviceptr grad(const std::string& name) const;
+  CUdeviceptr params_base() const { return params_.ptr(); }
+  CUdeviceptr grads_base() const { return grads_.ptr(); }
+  size_t params_bytes() const { return params_.bytes(); }
+  void set_params(const std::map<std::string, std::vector<float>>& host);  // converts to dtype
+  std::map<std::string, std::vector<float>> get_params() const;
+  std::map<std::string, std::vector<float>> get_grads() const;
+
+  // input, output: [batch, seq, H]; mask: [batch, seq] additive (0 = none). step keys dropout.
+  void forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq, uint32_t step);
+  // grad_output, grad_input: [batch, seq, H] of the last forward. Writes every param gradient.
+  void backward(CUdeviceptr grad_output, CUdeviceptr grad_input);
+
+  // Bytes this layer holds between forward and backward (the plan's saved tensors).
+  size_t saved_bytes_allocated() const { return saved_.bytes(); }
+
+ private:
+  struct Impl;
+  CUdeviceptr t(const std::string& name) const;  // saved or workspace tensor of the current call
+  void launch(const std::string& kernel, unsigned grid_x, unsigned grid_y, const void* params);
+  unsigned grid_for(const KernelInfo& k, int rows) const;
+  void run_kernel(const std::string& name, const void* params, int rows);
+  void prepare_call(int batch, int seq);
+  void reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0, CUdeviceptr out1);
+
+  Context& ctx_;
+  LayerPlan plan_;
+  LayerOptions opt_;
+  std::unique_ptr<LoadedModule> module_;
+  std::unique_ptr<Gemm> gemm_;
+  bool from_cache_ = false;
+  double build_ms_ = 0;
+  DeviceBuffer params_, grads_, saved_, ptr_arrays_, zero_mask_;
+  std::map<std::string, size_t> param_offset_;
+  std::map<std::string, size_t> saved_offset_;      // at max batch/seq
+  std::map<std::string, size_t> workspace_offset_;  // for the current call
+  CUdeviceptr workspace_ = 0;
+  int batch_ = 0, seq_ = 0;
+  uint32_t step_ = 0;
+  bool have_forward_ = false;
+  CUdeviceptr input_ = 0, mask_ = 0, output_ = 0;
+  int arrays_batch_ = -1, arrays_seq_ = -1;
+  CUdeviceptr arrays_workspace_ = 0;
+};
+
+}  // namespace dskc

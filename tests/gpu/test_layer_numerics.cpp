@@ -1,0 +1,190 @@
+// GPU layer vs the double-precision CPU reference: output, grad_input and every parameter
+// gradient over a sweep of shapes that break assumptions (odd sequence lengths, head dims 8..128,
+// hidden sizes that are not powers of two, intermediate != 4H, batch below the maximum, a random
+// additive mask), both LayerNorm placements, fp32/fp16/bf16, with and without dropout (the same
+// counter-RNG masks on both sides). Tolerance (STYLE.md): for fp16/bf16 the GPU's normwise error
+// must be at most ~2x that of a plain same-precision implementation (the CPU reference rounding
+// every stored tensor to the dtype); fp32 must be within 1e-5 relative.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "gpu_util.h"
+#include "runtime/context.h"
+#include "runtime/cpu_reference.h"
+#include "runtime/host_float.h"
+#include "runtime/host_tensor.h"
+#include "runtime/layer_params.h"
+#include "runtime/transformer_layer.h"
+
+using namespace dskc;
+using dskc_test::compare;
+
+namespace {
+
+LayerConfig make_cfg(int B, int S, int H, int heads, int I, DType t, bool pre, double attn_p, double hid_p) {
+  LayerConfig c;
+  c.batch_size = B;
+  c.max_seq_length = S;
+  c.hidden_size = H;
+  c.heads = heads;
+  c.intermediate_size = I;
+  c.attn_dropout_ratio = attn_p;
+  c.hidden_dropout_ratio = hid_p;
+  c.num_hidden_layers = 4;
+  c.initializer_range = 0.02;
+  c.seed = 1234;
+  c.fp16 = t == DType::F16;
+  c.bf16 = t == DType::BF16;
+  c.pre_layer_norm = pre;
+  return c;
+}
+
+std::vector<double> rounded(const std::vector<float>& v, DType t) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = round_to_dtype(v[i], t);
+  return out;
+}
+
+// Parameters with non-trivial LayerNorm weights and biases (the default init has 1 and 0).
+std::map<std::string, std::vector<float>> test_params(const LayerConfig& c, uint64_t seed) {
+  auto p = init_layer_params(c, seed);
+  int k = 0;
+  for (auto& [name, v] : p) {
+    ++k;
+    if (name == "attn_nw" || name == "norm_w") v = dskc_test::randn(v.size(), seed + k, 0.2f, 1.f);
+    if (name.size() > 1 && name.back() == 'b') v = dskc_test::randn(v.size(), seed + k, 0.1f);
+    if (name.find("_w") != std::string::npos && name != "attn_nw" && name != "norm_w")
+      v = dskc_test::randn(v.size(), seed + k, 1.f / std::sqrt(static_cast<float>(c.hidden_size)));
+  }
+  p["attn_qkvw"] = dskc_test::randn(p["attn_qkvw"].size(), seed + 99, 1.f / std::sqrt(static_cast<float>(c.hidden_size)));
+  return p;
+}
+
+struct GpuResult {
+  std::vector<float> output, grad_input;
+  std::map<std::string, std::vector<float>> grads;
+};
+
+struct Inputs {
+  std::vector<float> x, mask, dy;
+};
+
+Inputs make_inputs(const LayerConfig& c, int B, int S, bool mask, uint64_t seed) {
+  Inputs in;
+  in.x = dskc_test::randn(static_cast<size_t>(B) * S * c.hidden_size, seed);
+  in.dy = dskc_test::randn(in.x.size(), seed + 1);
+  in.mask.assign(static_cast<size_t>(B) * S, 0.f);
+  if (mask) {
+    std::mt19937 g(static_cast<uint32_t>(seed));
+    for (int b = 0; b < B; ++b) {
+      int keep = 1 + static_cast<int>(g() % S);  // keep a prefix, drop the rest (padding)
+      for (int s = keep; s < S; ++s) in.mask[static_cast<size_t>(b) * S + s] = -10000.f;
+    }
+  }
+  for (auto* v : {&in.x, &in.dy, &in.mask})
+    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, c.dtype()));
+  return in;
+}
+
+GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string, std::vector<float>>& params,
+                  const Inputs& in, int B, int S, uint32_t step, bool backward = true) {
+  TransformerLayer layer(ctx, c);
+  layer.set_params(params);
+  const DType t = c.dtype();
+  const size_t n = in.x.size(), eb = dtype_bytes(t);
+  DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), m(ctx, in.mask.size() * eb), dy(ctx, n * eb), dx(ctx, n * eb);
+  upload(ctx, x.ptr(), in.x, t);
+  upload(ctx, m.ptr(), in.mask, t);
+  upload(ctx, dy.ptr(), in.dy, t);
+  layer.forward(x.ptr(), m.ptr(), y.ptr(), B, S, step);
+  GpuResult r;
+  if (backward && c.training) {
+    layer.backward(dy.ptr(), dx.ptr());
+    r.grad_input = download(ctx, dx.ptr(), n, t);
+    r.grads = layer.get_grads();
+  }
+  r.output = download(ctx, y.ptr(), n, t);
+  return r;
+}
+
+// Runs one case and checks every tensor.
+void check_case(const std::string& name, const LayerConfig& c, int B, int S, bool mask) {
+  INFO("case " << name << ": B=" << B << " S=" << S << " H=" << c.hidden_size << " heads=" << c.heads
+               << " I=" << c.intermediate_size << " " << dtype_name(c.dtype()) << (c.pre_layer_norm ? " Pre-LN" : " Post-LN"));
+  Context ctx;
+  auto params = test_params(c, 7);
+  const DType t = c.dtype();
+  for (auto& [k, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  Inputs in = make_inputs(c, B, S, mask, 11);
+  const uint32_t step = 3;
+  GpuResult g = run_gpu(ctx, c, params, in, B, S, step);
+
+  CpuReferenceLayer::Tensors dparams;
+  for (auto& [k, v] : params) dparams[k] = std::vector<double>(v.begin(), v.end());
+  std::vector<double> xd(in.x.begin(), in.x.end()), md(in.mask.begin(), in.mask.end()), dyd(in.dy.begin(), in.dy.end());
+  CpuReferenceLayer exact(c, 0, DType::F32), plain(c, 0, t);
+  auto out_exact = exact.forward(xd, &md, B, S, step, dparams);
+  auto out_plain = plain.forward(xd, &md, B, S, step, dparams);
+  auto gr_exact = exact.backward(dyd);
+  auto gr_plain = plain.backward(dyd);
+
+  auto check = [&](const std::string& what, const std::vector<float>& gpu, const std::vector<double>& ex,
+                   const std::vector<double>& pl) {
+    auto eg = compare(gpu, ex);
+    auto ep = compare(pl, ex);
+    const double limit = t == DType::F32 ? 1e-5 : 2.0 * ep.rel + 1e-6;
+    MESSAGE(dskc_test::describe(what, eg, ep));
+    CHECK_MESSAGE(eg.rel <= limit, what << ": GPU error " << eg.rel << " above limit " << limit);
+  };
+  check("output", g.output, out_exact, out_plain);
+  check("grad_input", g.grad_input, gr_exact.at("grad_input"), gr_plain.at("grad_input"));
+  for (const auto& [pname, v] : g.grads) check("grad_" + pname, v, gr_exact.at("grad_" + pname), gr_plain.at("grad_" + pname));
+}
+
+}  // namespace
+
+TEST_CASE("fp32 Pre-LN, tiny, no dropout, batch below max, odd seq") {
+  dskc_test::require_gpu();
+  check_case("fp32-pre", make_cfg(3, 16, 64, 4, 128, DType::F32, true, 0, 0), 2, 7, true);
+}
+
+TEST_CASE("fp32 Post-LN, hidden 160 (head dim 80), dropout, seq 51") {
+  dskc_test::require_gpu();
+  check_case("fp32-post", make_cfg(4, 64, 160, 2, 600, DType::F32, false, 0.1, 0.1), 3, 51, true);
+}
+
+TEST_CASE("fp16 Pre-LN BERT-Large width, dropout, seq 127") {
+  dskc_test::require_gpu();
+  check_case("fp16-large", make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1), 2, 127, true);
+}
+
+TEST_CASE("bf16 Post-LN head dim 8, seq 381, tanh GELU") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(1, 384, 256, 32, 1024, DType::BF16, false, 0.1, 0.1);
+  c.gelu_approximation = GeluForm::Tanh;
+  check_case("bf16-post", c, 1, 381, true);
+}
+
+TEST_CASE("fp16 Post-LN hidden 1600 (25 heads), seq 1") {
+  dskc_test::require_gpu();
+  check_case("fp16-1600", make_cfg(4, 32, 1600, 25, 6400, DType::F16, false, 0.1, 0.1), 4, 1, false);
+}
+
+TEST_CASE("fp16 Pre-LN hidden 2560, head dim 128, seq 7") {
+  dskc_test::require_gpu();
+  check_case("fp16-2560", make_cfg(2, 8, 2560, 20, 2560, DType::F16, true, 0.1, 0.0), 1, 7, true);
+}
+
+TEST_CASE("bf16 Pre-LN seq 509 of 512, head dim 32") {
+  dskc_test::require_gpu();
+  check_case("bf16-509", make_cfg(1, 512, 128, 4, 512, DType::BF16, true, 0.1, 0.1), 1, 509, true);
+}
+
+TEST_CASE("fp32 Pre-LN with all memory flags, seq 33") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(2, 40, 96, 3, 384, DType::F32, true, 0.2, 0.1);
+  c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = true;
+  check_case("fp32-flags", c, 2, 33, true);
+}
