@@ -15,9 +15,7 @@
 #include "compiler/errors.h"
 #include "compiler/version.h"
 
-#ifndef DSKC_CUDA_INCLUDE_DIR
-#define DSKC_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
-#endif
+#include "cuda_paths.h"  // generated: DSKC_CUDA_INCLUDE_DIRS
 
 namespace dskc {
 
@@ -45,7 +43,7 @@ void check_arch(const std::string& arch) {
 
 std::string cuda_include_dir() {
   if (const char* e = std::getenv("DSKC_CUDA_INCLUDE"); e && *e) return e;
-  return DSKC_CUDA_INCLUDE_DIR;
+  return DSKC_CUDA_INCLUDE_DIRS;
 }
 
 std::vector<std::string> nvrtc_options(const CompileOptions& opt) {
@@ -60,7 +58,14 @@ std::vector<std::string> nvrtc_options(const CompileOptions& opt) {
   o.push_back("--std=c++17");
   o.push_back("-default-device");
   o.push_back("--diag-suppress=177");  // unused generated constants are expected
-  o.push_back("-I" + cuda_include_dir());
+  const std::string dirs = cuda_include_dir();  // ';'-separated
+  size_t a = 0;
+  while (a <= dirs.size()) {
+    size_t b = dirs.find(';', a);
+    if (b == std::string::npos) b = dirs.size();
+    if (b > a) o.push_back("-I" + dirs.substr(a, b - a));
+    a = b + 1;
+  }
   for (const auto& e : opt.extra_options) o.push_back(e);
   return o;
 }

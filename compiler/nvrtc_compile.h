@@ -42,7 +42,7 @@ struct CompiledModule {
 std::string nvrtc_version_string();                       // e.g. "13.0"
 void check_arch(const std::string& arch);                 // Error(Usage) for unknown archs
 std::vector<std::string> nvrtc_options(const CompileOptions& opt);  // the exact option list
-std::string cuda_include_dir();                           // $DSKC_CUDA_INCLUDE or the build's toolkit
+std::string cuda_include_dir();  // $DSKC_CUDA_INCLUDE or the build toolkit dirs, ;-separated
 
 // Compiles `source` (named `name` in messages) with NVRTC. Throws Error(Compile).
 CompiledModule nvrtc_compile(const std::string& source, const std::string& name, const CompileOptions& opt,

@@ -696,3 +696,171 @@ TEST_CASE("a real compile's log parses into one resource entry per kernel") {
   CHECK(ptx.image.find(".entry a(") != std::string::npos);
   CHECK(ptx.image.find(".target sm_80") != std::string::npos);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Whole generated modules through NVRTC to cubins (instantiation of every kernel). Not the full
+// cross product (each compile takes 1-5 s on a 2-core CI machine): a covering set in which every
+// hidden size, head dim, sequence length, dtype, LN placement, flag set, arch, inference, zero
+// dropout, tanh GELU and intermediate != 4H appears at least once.
+
+namespace {
+
+struct ModuleCase {
+  int hidden, heads, seq;
+  DType dtype;
+  const char* arch;
+  bool pre_ln = true;
+  unsigned flags = kNoFlag;
+  int inter = 0;  // 0: 4 * hidden
+  bool training = true;
+  double attn_drop = 0.1, hidden_drop = 0.1;
+  bool tanh = false;
+  bool stochastic = false;
+};
+
+std::string describe(const ModuleCase& m) {
+  return "hidden " + std::to_string(m.hidden) + "/heads " + std::to_string(m.heads) + " (d " +
+         std::to_string(m.hidden / m.heads) + "), inter " + std::to_string(m.inter) + ", seq " +
+         std::to_string(m.seq) + ", " + dtype_name(m.dtype) + ", " + m.arch + (m.pre_ln ? ", Pre-LN" : ", Post-LN") +
+         ", flags " + std::to_string(m.flags) + (m.training ? "" : ", inference") + ", dropout " +
+         std::to_string(m.attn_drop) + "/" + std::to_string(m.hidden_drop) + (m.tanh ? ", tanh" : "") +
+         (m.stochastic ? ", stochastic" : "");
+}
+
+void compile_module(const ModuleCase& mc) {
+  LayerConfig c = with_flags(bert_large(), mc.flags);
+  c = with_dtype(c, mc.dtype);
+  c.batch_size = 8;
+  c.hidden_size = mc.hidden;
+  c.heads = mc.heads;
+  c.intermediate_size = mc.inter ? mc.inter : 4 * mc.hidden;
+  c.max_seq_length = mc.seq;
+  c.pre_layer_norm = mc.pre_ln;
+  c.training = mc.training;
+  c.attn_dropout_ratio = mc.attn_drop;
+  c.hidden_dropout_ratio = mc.hidden_drop;
+  c.gelu_approximation = mc.tanh ? GeluForm::Tanh : GeluForm::Erf;
+  c.stochastic_mode = mc.stochastic;
+  INFO(describe(mc));
+  const LayerPlan plan = make_plan(c);
+  BuildResult r;
+  try {
+    r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
+  } catch (const Error& e) {
+    FAIL_CHECK(e.what());
+    return;
+  }
+  CHECK_FALSE(r.module.from_cache);
+  CHECK(r.module.arch == mc.arch);
+  CHECK(r.module.cache_key.size() == 64);
+  REQUIRE(!r.module.image.empty());
+  CHECK(r.module.image.rfind("\x7f" "ELF", 0) == 0);
+  CHECK(r.generated.kernel_names == kernel_names(plan));
+  CHECK(r.module.resources.size() == plan.kernels.size());
+  for (const auto& k : plan.kernels) {
+    CAPTURE(k.name);
+    const auto it = std::find_if(r.module.resources.begin(), r.module.resources.end(),
+                                 [&](const KernelResources& x) { return x.name == k.name; });
+    REQUIRE_MESSAGE(it != r.module.resources.end(), "no ptxas resources for " << k.name);
+    CHECK(it->registers > 0);
+    CHECK(it->registers <= 65536 / k.block);  // __launch_bounds__ holds
+    CHECK_MESSAGE(it->spill_bytes == 0, k.name << " spills " << it->spill_bytes << " bytes");
+    CHECK(r.module.image.find(k.name) != std::string::npos);  // the symbol is in the cubin
+  }
+  CHECK(r.module.manifest_json.find("\"config_hash\": \"" + plan.config_hash + "\"") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("whole modules compile: every hidden size on sm_80 and sm_90, head dims 8..128") {
+  const ModuleCase cases[] = {
+      {128, 16, 128, DType::F16, "sm_80"},                                    // d 8
+      {128, 16, 51, DType::BF16, "sm_90", false},                             // d 8, Post-LN
+      {160, 2, 51, DType::BF16, "sm_80", true, kNoFlag, 600},                 // d 80, I != 4H
+      {160, 2, 128, DType::F32, "sm_90", false, kAllFlags},                   // d 80
+      {768, 12, 128, DType::F32, "sm_80"},                                    // d 64 (BERT-Base)
+      {768, 12, 512, DType::F16, "sm_90", false, kAttnCkpt},                  // d 64
+      {1024, 8, 512, DType::F16, "sm_80", true, kGeluCkpt},                   // d 128
+      {1024, 16, 128, DType::F16, "sm_90"},                                   // d 64 (BERT-Large)
+      {1600, 25, 381, DType::BF16, "sm_80", true, kInvertible},               // d 64, 25 heads
+      {1600, 25, 128, DType::F16, "sm_90", false},                            // d 64
+      {2560, 32, 509, DType::F16, "sm_80"},                                   // d 80
+      {2560, 32, 128, DType::BF16, "sm_90", true, kAllFlags},                 // d 80
+      {4096, 32, 7, DType::F32, "sm_80", false},                              // d 128
+      {4096, 64, 128, DType::BF16, "sm_90", true, kGeluCkpt},                 // d 64
+      {8192, 64, 128, DType::F16, "sm_80", true, kAllFlags},                  // d 128
+      {8192, 64, 51, DType::F32, "sm_90", false, kInvertible},                // d 128, fp32: widest rows
+  };
+  for (const auto& c : cases) compile_module(c);
+}
+
+TEST_CASE("whole modules compile: sequence lengths 1 .. 2048, more head dims") {
+  const ModuleCase cases[] = {
+      {768, 12, 1, DType::F32, "sm_90"},                        // one token
+      {128, 2, 7, DType::BF16, "sm_80"},                        // d 64, seq < one vector of 8
+      {1024, 32, 51, DType::F16, "sm_90", false},               // d 32
+      {160, 8, 128, DType::F32, "sm_80", true, kAttnCkpt},      // d 20
+      {2560, 64, 381, DType::BF16, "sm_90", false, kGeluCkpt},  // d 40
+      {768, 8, 512, DType::F16, "sm_80"},                       // d 96
+      {1024, 64, 509, DType::F32, "sm_90", true, kInvertible},  // d 16, odd seq near 512
+      {1024, 16, 2048, DType::F16, "sm_80", true, kAllFlags},   // longest rows in registers
+      {1024, 16, 2048, DType::F32, "sm_90", false},             // fp32: 4-wide vectors, 16 iterations
+  };
+  for (const auto& c : cases) compile_module(c);
+}
+
+TEST_CASE("whole modules compile: dtypes x LN placement x memory flags") {
+  std::vector<ModuleCase> cases;
+  const DType dtypes[] = {DType::F32, DType::F16, DType::BF16};
+  int i = 0;
+  for (bool pre : {true, false})
+    for (unsigned f : {kNoFlag, kAttnCkpt, kInvertible, kGeluCkpt, kAllFlags}) {
+      ModuleCase m{1024, 16, 128, dtypes[i % 3], i % 2 ? "sm_90" : "sm_80", pre, f};
+      cases.push_back(m);
+      ++i;
+    }
+  for (const auto& c : cases) compile_module(c);
+}
+
+TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate != 4H, stochastic mode") {
+  auto mc = [](DType t, const char* arch, bool pre = true, unsigned flags = kNoFlag) {
+    return ModuleCase{1024, 16, 128, t, arch, pre, flags};
+  };
+  std::vector<ModuleCase> cases;
+  ModuleCase m = mc(DType::F16, "sm_80");
+  m.training = false;  // forward kernels only, dropout compiled out
+  cases.push_back(m);
+  m = mc(DType::BF16, "sm_90", false, kAllFlags);
+  m.training = false;
+  cases.push_back(m);
+  m = mc(DType::F32, "sm_80", true, kAllFlags);  // no dropout at all: flags stay legal
+  m.attn_drop = m.hidden_drop = 0;
+  cases.push_back(m);
+  m = mc(DType::F16, "sm_90", false, kAttnCkpt);  // attention dropout off: no recompute kernel
+  m.attn_drop = 0;
+  cases.push_back(m);
+  m = mc(DType::BF16, "sm_80");  // hidden dropout off only
+  m.hidden_drop = 0;
+  cases.push_back(m);
+  m = mc(DType::F16, "sm_90", true, kGeluCkpt);  // tanh GELU, also in the recompute kernel
+  m.tanh = true;
+  cases.push_back(m);
+  m = mc(DType::BF16, "sm_80", false);
+  m.tanh = true;
+  m.attn_drop = 0.5;
+  m.hidden_drop = 0.9;
+  cases.push_back(m);
+  m = mc(DType::F16, "sm_90");
+  m.inter = 3072;  // I != 4H, still 8-wide
+  cases.push_back(m);
+  m = mc(DType::F16, "sm_80", true, kGeluCkpt);
+  m.inter = 1030;  // 2-wide vectors
+  cases.push_back(m);
+  m = mc(DType::F32, "sm_90", false);
+  m.inter = 1025;  // odd: scalar access
+  cases.push_back(m);
+  m = mc(DType::F16, "sm_90");
+  m.stochastic = true;
+  cases.push_back(m);
+  for (const auto& c : cases) compile_module(c);
+}
