@@ -13,6 +13,7 @@
 #include "runtime/host_tensor.h"
 #include "runtime/layer_flops.h"
 #include "runtime/layer_params.h"
+#include "runtime/profiler.h"
 #include "runtime/transformer_layer.h"
 
 namespace dskc::cli {
@@ -48,12 +49,13 @@ int cmd_bench(const Args& args) {
   LayerArgs la;
   la.add_to(p);
   std::optional<int> batch, seq, iters, warmup;
-  bool csv = false;
+  bool csv = false, profile = false;
   p.add_int("batch", &batch, "micro-batch (default: the config's batch_size)");
   p.add_int("seq", &seq, "sequence length (default: max_seq_length)");
   p.add_int("iters", &iters, "timed iterations (default 50)");
   p.add_int("warmup", &warmup, "untimed iterations first (default 10)");
   p.add_switch("csv", &csv, "one CSV line instead of the table");
+  p.add_switch("profile", &profile, "also time each kernel and GEMM (events around every step)");
   if (!p.parse(args)) return 0;
   LayerConfig cfg = la.load();
   const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
@@ -86,6 +88,22 @@ int cmd_bench(const Args& args) {
     }
   }
   ctx.synchronize();
+  if (profile) {
+    Profiler prof;
+    layer.set_profiler(&prof);
+    for (int i = 0; i < n_it; ++i) {
+      layer.forward(x.ptr(), 0, y.ptr(), B, S, static_cast<uint32_t>(i));
+      if (cfg.training) layer.backward(dy.ptr(), dx.ptr());
+      prof.collect();
+    }
+    layer.set_profiler(nullptr);
+    double total = 0;
+    for (const auto& [name, ms] : prof.totals()) total += ms;
+    std::printf("per-step profile (mean of %d iterations, ms):\n", n_it);
+    for (const auto& [name, ms] : prof.totals())
+      std::printf("  %-44s %8.4f  %5.1f%%\n", name.c_str(), ms / n_it, 100.0 * ms / total);
+    std::printf("  %-44s %8.4f\n", "sum", total / n_it);
+  }
   const double fm = median(f_ms), bm = cfg.training ? median(b_ms) : 0.0;
   const double flops = layer_forward_flops(cfg, B, S) * (cfg.training ? 3.0 : 1.0);
   const double tflops = flops / ((fm + bm) * 1e-3) / 1e12;

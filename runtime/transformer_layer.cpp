@@ -204,8 +204,24 @@ void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsign
   DSKC_ASSERT(k, "kernel " + kernel + " not in plan");
   CUfunction f = module_->function(kernel);
   void* args[] = {const_cast<void*>(params)};
+  if (prof_) prof_->begin(kernel, ctx_.stream());
   DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1, 0, ctx_.stream(), args,
                          nullptr));
+  if (prof_) prof_->end(ctx_.stream());
+}
+
+void TransformerLayer::gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                            float alpha, float beta, CUdeviceptr bias) {
+  if (prof_) prof_->begin(name, ctx_.stream());
+  gemm_->run(s, a, b, c, alpha, beta, bias);
+  if (prof_) prof_->end(ctx_.stream());
+}
+
+void TransformerLayer::gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b,
+                                    CUdeviceptr c, int count, float alpha) {
+  if (prof_) prof_->begin(name, ctx_.stream());
+  gemm_->run_batched(s, a, b, c, count, alpha);
+  if (prof_) prof_->end(ctx_.stream());
 }
 
 void TransformerLayer::run_kernel(const std::string& name, const void* params, int rows) {
@@ -250,22 +266,22 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     run_kernel("layernorm_fwd_norm", &p, rows);
   }
   // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
-  gemm_->run({false, true, rows, 3 * H, H, H, H, 3 * H}, h1, param("attn_qkvw"), t("qkv"), 1.f, 0.f,
+  gemm("gemm_qkv_fwd", {false, true, rows, 3 * H, H, H, H, 3 * H}, h1, param("attn_qkvw"), t("qkv"), 1.f, 0.f,
              param("attn_qkvb"));
   // scores[b,h] = Q·Kᵀ / sqrt(d)                                          [S, S8] per head
   const int n = batch * c.heads, d = c.head_dim();
   const CUdeviceptr arr = ptr_arrays_.ptr();
   auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  gemm_->run_batched({false, true, seq, seq, d, 3 * H, 3 * H, sp}, array(kQ), array(kK), array(kScores), n, scale);
+  gemm_batched("gemm_attn_scores_fwd", {false, true, seq, seq, d, 3 * H, 3 * H, sp}, array(kQ), array(kK), array(kScores), n, scale);
   {
     kp::AttnSoftmaxFwd p{P(t("attn_probs")), P(mask_), P(attn_drop ? t("attn_probs_dropped") : 0), batch, seq, sp, rng};
     run_kernel("attn_softmax_dropout_fwd", &p, rows);
   }
   // ctx[b, :, h] = dropout(P) · V                                          [rows, H]
-  gemm_->run_batched({false, false, seq, d, seq, sp, 3 * H, H}, array(kProbsDrop), array(kV), array(kCtx), n);
+  gemm_batched("gemm_attn_context_fwd", {false, false, seq, d, seq, sp, 3 * H, H}, array(kProbsDrop), array(kV), array(kCtx), n);
   // linear_out = ctx · attn_owᵀ                                            [rows, H]
-  gemm_->run({false, true, rows, H, H, H, H, H}, t("attn_context"), param("attn_ow"), t("linear_out"));
+  gemm("gemm_attn_out_fwd", {false, true, rows, H, H, H, H, H}, t("attn_context"), param("attn_ow"), t("linear_out"));
   {
     // Pre-LN: a = x + drop(linear_out + ob); ln_attn_out = LN(a).  Post-LN: same with a -> s1, ln -> a.
     kp::BiasDropoutResidualLn p{P(t("linear_out")), P(param("attn_ob")), P(input), P(t("attn_residual")),
@@ -274,13 +290,13 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     run_kernel("bias_dropout_residual_layernorm_fwd_attn", &p, rows);
   }
   // ffn_pre_gelu = ln_attn_out · inter_wᵀ; then + inter_b, GELU           [rows, I]
-  gemm_->run({false, true, rows, I, H, H, H, I}, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"));
+  gemm("gemm_inter_fwd", {false, true, rows, I, H, H, H, I}, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"));
   {
     kp::BiasGeluFwd p{P(t("ffn_pre_gelu")), P(param("inter_b")), P(t("ffn_gelu_out")), rows};
     run_kernel("bias_gelu_fwd", &p, rows);
   }
   // linear_out = gelu · output_wᵀ                                          [rows, H]
-  gemm_->run({false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
+  gemm("gemm_output_fwd", {false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
   if (pre) {
     kp::BiasDropoutResidual p{P(t("linear_out")), P(param("output_b")), P(t("attn_residual")), P(output), rows, rng};
     run_kernel("bias_dropout_residual_fwd_ffn", &p, rows);
@@ -338,24 +354,24 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     kp::GeluRecompute p{P(t("ffn_pre_gelu")), P(t("ffn_gelu_out")), rows};
     run_kernel("gelu_recompute", &p, rows);
   }
-  gemm_->run({true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"));
-  gemm_->run({false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
+  gemm("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"));
+  gemm("gemm_output_dgrad", {false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
   {
     kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
     reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
   }
-  gemm_->run({true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"));
+  gemm("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"));
   // ---- attention LayerNorm ----
   CUdeviceptr d_s1;  // gradient wrt the attention residual sum
   if (pre) {
-    gemm_->run({false, false, rows, H, I, I, H, H}, gi, param("inter_w"), gb);
+    gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), gb);
     // d_a = LN_attn_bwd(gb) + grad_output (residual) -> ga
     ln_bwd("layernorm_bwd_attn", gb, grad_output, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb",
            "ln_attn_mean", "ln_attn_rstd", ga);
     d_s1 = ga;
   } else {
-    gemm_->run({false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
+    gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
     // d_s1 = LN_attn_bwd(lin + d_s2) -> gb
     ln_bwd("layernorm_bwd_attn", lin, ga, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb", "ln_attn_mean",
            "ln_attn_rstd", gb);
@@ -364,37 +380,37 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   const CUdeviceptr spare = d_s1 == ga ? gb : ga;
   bias_grad("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob", "param_grad_reduce_hidden");
   const CUdeviceptr d_ao = hid_drop ? spare : d_s1;
-  gemm_->run({true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"));
-  gemm_->run({false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
+  gemm("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"));
+  gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
   // ---- attention ----
   if (c.attn_dropout_checkpoint && attn_drop) {
     kp::AttnDropoutRecompute p{P(t("attn_probs")), P(t("attn_probs_dropped")), batch_, seq, sp, rng};
     run_kernel("attn_dropout_recompute", &p, rows);
   }
   // dV = dropout(P)ᵀ · d_ctx ; d(P_drop) = d_ctx · Vᵀ
-  gemm_->run_batched({true, false, seq, d, seq, sp, H, 3 * H}, array(kProbsDrop), array(kDCtx), array(kDV), n);
-  gemm_->run_batched({false, true, seq, seq, d, H, 3 * H, sp}, array(kDCtx), array(kV), array(kDScores), n);
+  gemm_batched("gemm_attn_dv", {true, false, seq, d, seq, sp, H, 3 * H}, array(kProbsDrop), array(kDCtx), array(kDV), n);
+  gemm_batched("gemm_attn_dprobs", {false, true, seq, seq, d, H, 3 * H, sp}, array(kDCtx), array(kV), array(kDScores), n);
   {
     kp::AttnSoftmaxBwd p{P(t("grad_scores")), P(t("attn_probs")), batch_, seq, sp, rng};
     run_kernel("attn_softmax_dropout_bwd", &p, rows);
   }
   // dQ = dS · K / sqrt(d) ; dK = dSᵀ · Q / sqrt(d)
-  gemm_->run_batched({false, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK), array(kDQ), n, scale);
-  gemm_->run_batched({true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kQ), array(kDK), n, scale);
+  gemm_batched("gemm_attn_dq", {false, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK), array(kDQ), n, scale);
+  gemm_batched("gemm_attn_dk", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kQ), array(kDK), n, scale);
   {
     kp::DropoutBiasGrad p{P(gq), P(0), F(part), rows, rng};
     run_kernel("bias_grad_qkv", &p, rows);
     reduce("param_grad_reduce_qkv", part, parts, grad("attn_qkvb"), 0);
   }
   const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
-  gemm_->run({true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"));
+  gemm("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"));
   if (pre) {
-    gemm_->run({false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
+    gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
     ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, t("ln_norm_out"), "norm_w", "norm_b", "ln_norm_mean",
            "ln_norm_rstd", grad_input);
   } else {
     DSKC_CU(cuMemcpyDtoDAsync(grad_input, d_s1, static_cast<size_t>(rows) * H * dtype_bytes(c.dtype()), ctx_.stream()));
-    gemm_->run({false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), grad_input, 1.f, 1.f);
+    gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), grad_input, 1.f, 1.f);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "compiler/plan.h"
 #include "runtime/context.h"
 #include "runtime/gemm.h"
+#include "runtime/profiler.h"
 
 namespace dskc {
 
@@ -61,6 +62,9 @@ class TransformerLayer {
   // grad_output, grad_input: [batch, seq, H] of the last forward. Writes every param gradient.
   void backward(CUdeviceptr grad_output, CUdeviceptr grad_input);
 
+  // Times every kernel and GEMM of later calls into `p` (nullptr: off).
+  void set_profiler(Profiler* p) { prof_ = p; }
+
   // Bytes this layer holds between forward and backward (the plan's saved tensors).
   size_t saved_bytes_allocated() const { return saved_.bytes(); }
 
@@ -91,6 +95,11 @@ class TransformerLayer {
   CUdeviceptr input_ = 0, mask_ = 0, output_ = 0;
   int arrays_batch_ = -1, arrays_seq_ = -1;
   CUdeviceptr arrays_workspace_ = 0;
+  Profiler* prof_ = nullptr;
+  void gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f,
+            float beta = 0.f, CUdeviceptr bias = 0);
+  void gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int count,
+                    float alpha = 1.f);
 };
 
 }  // namespace dskc
