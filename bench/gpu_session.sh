@@ -27,7 +27,9 @@ fi
 [ "$MODE" = tests ] && exit 0
 step "dskc bench"
 for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
-  build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench.log" | tail -40
+  build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench.log" | tail -42 | sort -k2 -g -r | head -14
 done
+step "layer matrix"
+PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix.log"
 step "compare_torch"
 PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/compare_torch.log" | tail -8

@@ -121,9 +121,9 @@ static int params_bytes(const std::string& type) {
 static const char* grid_text(GridKind g) {
   switch (g) {
     case GridKind::Rows: return "grid = B·S (one block per token row)";
-    case GridKind::AttnRows: return "grid = ceil(B·heads·S / 4) (one warp per attention row)";
+    case GridKind::AttnRows: return "grid = ceil(B·heads·S / rows per block) (warps own attention rows)";
     case GridKind::Elementwise: return "grid-stride over 16-byte vectors";
-    case GridKind::RowTiles: return "grid = ceil(B·S / 32) (32-row tiles)";
+    case GridKind::RowTiles: return "grid = ceil(B·S / kGradRowsPerBlock) (row tiles)";
     case GridKind::ColumnTiles: return "grid = (ceil(cols / 32), arrays)";
   }
   return "";
@@ -167,6 +167,10 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                      k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid));
     o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s block size\");\n",
                      k.shape_check, k.block, k.name);
+    if (k.grid == GridKind::AttnRows)
+      o << fmt::format("static_assert(AttnRows::kRowsPerBlock == {}, \"dskc plan and template disagree on {}'s rows per "
+                       "block\");\n",
+                       k.rows_per_block, k.name);
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
     o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n",

@@ -27,6 +27,13 @@ int row_threads(int vecs) {
   return raw < 32 ? 32 : raw;
 }
 
+int attn_rows_per_block(DType t, int max_seq) {
+  const int max_v = vec_width(t, kSeqPadElems);
+  const int v = max_seq >= 32 * max_v ? max_v : (max_seq >= 128 && max_v >= 4) ? 4 : (max_seq >= 64 && max_v >= 2) ? 2 : 1;
+  const int iters = (max_seq + 32 * v - 1) / (32 * v);
+  return 4 * (iters == 1 ? 2 : 1);
+}
+
 int64_t TensorInfo::bytes(int batch, int seq) const {
   const int64_t tokens = static_cast<int64_t>(batch) * seq;
   switch (extent) {
@@ -107,8 +114,10 @@ struct Builder {
   }
   void attn(Pass pass, const std::string& name, const std::string& op, const std::string& params,
             const std::string& inst, const std::string& fuses) {
-    plan.kernels.push_back({name, op, params, inst, fuses, "kAttnRowsPerBlock * 32", pass, GridKind::AttnRows,
-                            128, 0, vec_width(t, kSeqPadElems), 1});
+    KernelInfo k{name, op, params, inst, fuses, "AttnRows::kWarps * 32", pass, GridKind::AttnRows,
+                 128, 0, vec_width(t, kSeqPadElems), 1};
+    k.rows_per_block = attn_rows_per_block(t, c.max_seq_length);
+    plan.kernels.push_back(k);
   }
   void reduce(const std::string& name, int cols, const std::string& cols_expr, int arrays,
               const std::string& fuses) {
@@ -145,8 +154,10 @@ LayerPlan make_plan(const LayerConfig& c) {
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,
          "attn_ob bias + " + hd + "residual add + LayerNorm(attn_nw, attn_nb)");
-  b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams", "bias_gelu_fwd_impl<kInter>",
-                I, std::string("inter_b bias + GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") + ")");
+  b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams",
+                "bias_gelu_fwd_impl<kInter, false>",
+                I, std::string("GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") +
+                       ") of the intermediate GEMM output (its cuBLASLt epilogue adds inter_b)");
   if (pre)
     b.elementwise(Pass::Forward, "bias_dropout_residual_fwd_ffn", "bias_dropout_residual_fwd",
                   "BiasDropoutResidualParams",

@@ -17,9 +17,9 @@ enum class Pass { Forward, Backward };
 // How a kernel's grid is sized at launch time (the runtime computes it from batch and seq).
 enum class GridKind {
   Rows,         // one block per token row: grid = B·S
-  AttnRows,     // one warp per attention row, 4 rows per block: grid = ceil(B·heads·S / 4)
+  AttnRows,     // warps own attention rows: grid = ceil(B·heads·S / rows_per_block)
   Elementwise,  // grid-stride over vectors: grid = min(ceil(vectors / block), 65535)
-  RowTiles,     // kGradRowsPerBlock rows per block: grid = ceil(B·S / 32)
+  RowTiles,     // kGradRowsPerBlock rows per block: grid = ceil(B·S / kGradRowsPerBlock)
   ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / 32), arrays), block 256
 };
 
@@ -36,6 +36,7 @@ struct KernelInfo {
   int cols = 0;               // columns per row (Elementwise / RowTiles / ColumnTiles)
   int vec = 1;                // elements per vector (Elementwise)
   int arrays = 1;             // ColumnTiles: arrays reduced
+  int rows_per_block = 1;     // AttnRows: attention rows per block
 };
 
 enum class Extent { Tokens, Scores, RowStats, RowTiles };
@@ -68,12 +69,13 @@ LayerPlan make_plan(const LayerConfig& cfg);
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).
 constexpr int kSeqPadElems = 8;
 inline int padded_seq(int seq) { return (seq + kSeqPadElems - 1) / kSeqPadElems * kSeqPadElems; }
-constexpr int kGradRowsPerBlock = 32;  // must match templates/common/row_tiles.cuh
+constexpr int kGradRowsPerBlock = 8;  // must match templates/common/row_tiles.cuh
 inline int grad_parts(int rows) { return (rows + kGradRowsPerBlock - 1) / kGradRowsPerBlock; }
 
 // Mirrors of the templates' launch-shape rules (checked by static_assert in generated source).
 int vec_width(DType t, int cols);
 int row_threads(int vecs);
+int attn_rows_per_block(DType t, int max_seq);  // mirrors templates/common/attn_rows.cuh
 
 std::string config_hash(const LayerConfig& cfg);
 

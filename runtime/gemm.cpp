@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "compiler/errors.h"
+#include "runtime/driver.h"
 
 namespace dskc {
 
@@ -33,10 +34,11 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(Context& ctx, DType dtype) : ctx_(ctx), dtype_(dtype) {}
+Gemm::Gemm(Context& ctx, DType dtype, bool autotune) : ctx_(ctx), dtype_(dtype), autotune_(autotune) {}
 Gemm::~Gemm() = default;
 
-Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta) {
+Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                           CUdeviceptr bias_ptr) {
   auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, bias, beta != 0.f);
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
@@ -61,31 +63,61 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta) {
   DSKC_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = ctx_.lt_workspace_bytes();
   DSKC_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t res{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t res[kCandidates]{};
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, pref, 1,
-                                                     &res, &found);
+  const bool tune = autotune_ && beta == 0.f;  // timing runs overwrite C: only when C is not read
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, pref,
+                                                     tune ? kCandidates : 1, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error(ErrorKind::Device, fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} ({})", s.m, s.n,
                                                s.k, cublasGetStatusName(st)));
-  p->algo = res.algo;
+  p->algo = res[0].algo;
+  if (tune && found > 1) {
+    CUevent e0, e1;
+    DSKC_CU(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    DSKC_CU(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    float best = 1e30f;
+    for (int i = 0; i < found; ++i) {
+      if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &res[i].algo);  // warm-up
+      DSKC_CU(cuEventRecord(e0, ctx_.stream()));
+      for (int r = 0; r < 3; ++r) launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &res[i].algo);
+      DSKC_CU(cuEventRecord(e1, ctx_.stream()));
+      DSKC_CU(cuEventSynchronize(e1));
+      float ms = 0;
+      DSKC_CU(cuEventElapsedTime(&ms, e0, e1));
+      if (ms < best) {
+        best = ms;
+        p->algo = res[i].algo;
+      }
+    }
+    driver().cuEventDestroy(e0);
+    driver().cuEventDestroy(e1);
+  }
   auto& ref = *p;
   plans_.emplace(key, std::move(p));
   return ref;
 }
 
-void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta,
-               CUdeviceptr bias) {
-  Plan& p = plan_for(s, bias != 0, beta);
+void Gemm::launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta, CUdeviceptr bias,
+                  const void* algo) {
   if (bias) {
     void* bp = reinterpret_cast<void*>(bias);
     DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
   }
   DSKC_CUBLAS(cublasLtMatmul(ctx_.cublaslt(), p.desc, &alpha, reinterpret_cast<const void*>(b), p.a,
                              reinterpret_cast<const void*>(a), p.b, &beta, reinterpret_cast<void*>(c), p.c,
-                             reinterpret_cast<void*>(c), p.c, &p.algo, reinterpret_cast<void*>(ctx_.lt_workspace()),
-                             ctx_.lt_workspace_bytes(), reinterpret_cast<cudaStream_t>(ctx_.stream())));
+                             reinterpret_cast<void*>(c), p.c, static_cast<const cublasLtMatmulAlgo_t*>(algo),
+                             reinterpret_cast<void*>(ctx_.lt_workspace()), ctx_.lt_workspace_bytes(),
+                             reinterpret_cast<cudaStream_t>(ctx_.stream())));
+}
+
+void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta,
+               CUdeviceptr bias) {
+  Plan& p = plan_for(s, bias != 0, beta, a, b, c, bias);
+  launch(p, a, b, c, alpha, beta, bias, &p.algo);
 }
 
 void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,

@@ -21,9 +21,12 @@ struct GemmShape {
   int lda = 0, ldb = 0, ldc = 0;
 };
 
+// Algorithm choice: by default cuBLASLt's first heuristic (the same kernel every run: bitwise
+// reproducible). With `autotune` (stochastic_mode) the first call of each shape times up to 8
+// candidates on the real operands and keeps the fastest, which may differ between processes.
 class Gemm {
  public:
-  Gemm(Context& ctx, DType dtype);
+  Gemm(Context& ctx, DType dtype, bool autotune = false);
   ~Gemm();
   // C = alpha·op(A)·op(B) + beta·C (+ bias[N] broadcast over rows when bias != 0).
   void run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f, float beta = 0.f,
@@ -34,9 +37,13 @@ class Gemm {
 
  private:
   struct Plan;
-  Plan& plan_for(const GemmShape& s, bool bias, float beta);
+  Plan& plan_for(const GemmShape& s, bool bias, float beta, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                CUdeviceptr bias_ptr);
+  void launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta, CUdeviceptr bias,
+              const void* algo);
   Context& ctx_;
   DType dtype_;
+  bool autotune_;
   std::map<std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;
 };
 

@@ -48,7 +48,7 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   from_cache_ = br.module.from_cache;
   build_ms_ = br.module.compile_ms;
   module_ = std::make_unique<LoadedModule>(ctx_, br.module.image);
-  gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype());
+  gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode);
   const size_t eb = dtype_bytes(cfg.dtype());
   size_t off = 0;
   for (const auto& p : layer_param_specs(cfg)) {
@@ -188,7 +188,9 @@ void TransformerLayer::prepare_call(int batch, int seq) {
 unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
   switch (k.grid) {
     case GridKind::Rows: return static_cast<unsigned>(rows);
-    case GridKind::AttnRows: return static_cast<unsigned>((static_cast<int64_t>(batch_) * plan_.cfg.heads * seq_ + 3) / 4);
+    case GridKind::AttnRows:
+      return static_cast<unsigned>((static_cast<int64_t>(batch_) * plan_.cfg.heads * seq_ + k.rows_per_block - 1) /
+                                   k.rows_per_block);
     case GridKind::Elementwise: {
       const int64_t vecs = static_cast<int64_t>(rows) * k.cols / k.vec;
       return static_cast<unsigned>(std::min<int64_t>((vecs + k.block - 1) / k.block, 65535));
@@ -289,8 +291,9 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
                                 mean_buf("ln_attn_mean"), rstd_buf("ln_attn_rstd"), rows, rng};
     run_kernel("bias_dropout_residual_layernorm_fwd_attn", &p, rows);
   }
-  // ffn_pre_gelu = ln_attn_out · inter_wᵀ; then + inter_b, GELU           [rows, I]
-  gemm("gemm_inter_fwd", {false, true, rows, I, H, H, H, I}, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"));
+  // ffn_pre_gelu = ln_attn_out · inter_wᵀ + inter_b (epilogue); then GELU          [rows, I]
+  gemm("gemm_inter_fwd", {false, true, rows, I, H, H, H, I}, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"), 1.f, 0.f,
+       param("inter_b"));
   {
     kp::BiasGeluFwd p{P(t("ffn_pre_gelu")), P(param("inter_b")), P(t("ffn_gelu_out")), rows};
     run_kernel("bias_gelu_fwd", &p, rows);

@@ -17,24 +17,27 @@ struct AttnDropoutRecomputeParams {
 };
 
 __device__ __forceinline__ void attn_dropout_recompute_impl(const AttnDropoutRecomputeParams& p) {
-  constexpr int kV = AttnRows::kV, kIters = AttnRows::kIters;
-  const int lane = threadIdx.x % 32;
-  const int row = blockIdx.x * kAttnRowsPerBlock + threadIdx.x / 32;
-  if (row >= p.batch * kHeads * p.seq) return;
-  const T* prow = p.probs + static_cast<size_t>(row) * p.seq_pad;
-  T* drow = p.probs_drop + static_cast<size_t>(row) * p.seq_pad;
-  const uint64_t row_elem0 = static_cast<uint64_t>(row) * p.seq;
+  using A = AttnRows;
+  constexpr int kV = A::kV, kIters = A::kIters, kR = A::kRowsPerWarp;
+  const int rows = p.batch * kHeads * p.seq;
 #pragma unroll
-  for (int k = 0; k < kIters; ++k) {
-    const int c = (k * 32 + lane) * kV;
-    if (c < p.seq) {
-      float v[kV];
-      bool keep[kV];
-      load_f<T, kV>(prow + c, v);
-      dropout_keep_n<kV>(p.rng, dskc_rng::kStreamAttnProbs, row_elem0 + c, kAttnDropoutThreshold, keep);
+  for (int r = 0; r < kR; ++r) {
+    const int row = A::first_row() + r;
+    if (row >= rows) break;
+    const size_t base = static_cast<size_t>(row) * p.seq_pad;
+    const uint64_t row_elem0 = static_cast<uint64_t>(row) * p.seq;
 #pragma unroll
-      for (int i = 0; i < kV; ++i) v[i] = keep[i] ? v[i] * kAttnDropoutScale : 0.f;
-      store_f<T, kV>(drow + c, v);
+    for (int k = 0; k < kIters; ++k) {
+      const int c = A::col(k);
+      if (c < p.seq) {
+        float v[kV];
+        bool keep[kV];
+        load_f<T, kV>(p.probs + base + c, v);
+        dropout_keep_n<kV>(p.rng, dskc_rng::kStreamAttnProbs, row_elem0 + c, kAttnDropoutThreshold, keep);
+#pragma unroll
+        for (int i = 0; i < kV; ++i) v[i] = keep[i] ? v[i] * kAttnDropoutScale : 0.f;
+        store_f<T, kV>(p.probs_drop + base + c, v);
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
 // bias_gelu_fwd: h = x + bias (written back over x: the saved GELU input), g = GELU(h).
-// Elementwise over [rows, kInter] with 16-byte vectors.
+// With kAddBias false the intermediate GEMM's cuBLASLt epilogue has already added the bias
+// and h is only read. Elementwise over [rows, kInter] with 16-byte vectors.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/gelu.cuh"
@@ -14,7 +15,7 @@ struct BiasGeluFwdParams {
   int rows;
 };
 
-template <int kCols>
+template <int kCols, bool kAddBias>
 __device__ __forceinline__ void bias_gelu_fwd_impl(const BiasGeluFwdParams& p) {
   constexpr int kV = VecWidth<T, kCols>::value;
   const size_t n_vec = static_cast<size_t>(p.rows) * (kCols / kV);
@@ -22,15 +23,17 @@ __device__ __forceinline__ void bias_gelu_fwd_impl(const BiasGeluFwdParams& p) {
        vi += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t e = vi * kV;
     const int c = static_cast<int>(e % kCols);
-    float x[kV], b[kV], g[kV];
+    float x[kV], g[kV];
     load_f<T, kV>(p.h + e, x);
-    load_f<T, kV>(p.bias + c, b);
+    if constexpr (kAddBias) {
+      float b[kV];
+      load_f<T, kV>(p.bias + c, b);
 #pragma unroll
-    for (int i = 0; i < kV; ++i) {
-      x[i] = round_to<T>(x[i] + b[i]);  // GELU sees the stored pre-activation
-      g[i] = gelu<kGeluTanh>(x[i]);
+      for (int i = 0; i < kV; ++i) x[i] = round_to<T>(x[i] + b[i]);  // GELU sees the stored pre-activation
+      store_f<T, kV>(p.h + e, x);
     }
-    store_f<T, kV>(p.h + e, x);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(x[i]);
     store_f<T, kV>(p.g + e, g);
   }
 }

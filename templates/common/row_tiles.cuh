@@ -9,7 +9,7 @@
 
 namespace dskc {
 
-constexpr int kGradRowsPerBlock = 32;
+constexpr int kGradRowsPerBlock = 8;
 
 template <int kCols>
 struct RowTile {

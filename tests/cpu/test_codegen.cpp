@@ -489,25 +489,6 @@ TEST_CASE("activation bytes scale with (batch, seq); attention rows pad seq to a
   }
 }
 
-TEST_CASE("kernel launch shapes: vector widths and row threads mirror the templates") {
-  CHECK(vec_width(DType::F16, 1024) == 8);
-  CHECK(vec_width(DType::F32, 1024) == 4);
-  CHECK(vec_width(DType::BF16, 160) == 8);
-  CHECK(vec_width(DType::F16, 1028) == 4);
-  CHECK(vec_width(DType::F16, 1030) == 2);
-  CHECK(vec_width(DType::F32, 1025) == 1);
-  CHECK(row_threads(1) == 32);
-  CHECK(row_threads(128) == 128);
-  CHECK(row_threads(130) == 160);
-  CHECK(row_threads(4096) == 512);
-  const LayerPlan p = make_plan(bert_large());
-  CHECK(p.find_kernel("layernorm_fwd_norm")->block == 128);   // 1024 / 8 vectors
-  CHECK(p.find_kernel("bias_gelu_bwd")->block == 512);        // 4096 / 8 vectors
-  CHECK(p.find_kernel("bias_grad_qkv")->block == 384);        // 3072 / 8 vectors
-  CHECK(p.find_kernel("attn_softmax_dropout_fwd")->block == 128);
-  CHECK(make_plan(with_dtype(bert_large(), DType::F32)).find_kernel("layernorm_fwd_norm")->block == 256);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Every template compiles on its own (SPEC §3, STYLE "Every template is compiled through NVRTC for
 // sm_80 and sm_90"). The translation unit includes only the generated constants and the file;
@@ -718,15 +699,6 @@ struct ModuleCase {
   bool stochastic = false;
 };
 
-std::string describe(const ModuleCase& m) {
-  return "hidden " + std::to_string(m.hidden) + "/heads " + std::to_string(m.heads) + " (d " +
-         std::to_string(m.hidden / m.heads) + "), inter " + std::to_string(m.inter) + ", seq " +
-         std::to_string(m.seq) + ", " + dtype_name(m.dtype) + ", " + m.arch + (m.pre_ln ? ", Pre-LN" : ", Post-LN") +
-         ", flags " + std::to_string(m.flags) + (m.training ? "" : ", inference") + ", dropout " +
-         std::to_string(m.attn_drop) + "/" + std::to_string(m.hidden_drop) + (m.tanh ? ", tanh" : "") +
-         (m.stochastic ? ", stochastic" : "");
-}
-
 void compile_module(const ModuleCase& mc) {
   LayerConfig c = with_flags(bert_large(), mc.flags);
   c = with_dtype(c, mc.dtype);
@@ -741,7 +713,7 @@ void compile_module(const ModuleCase& mc) {
   c.hidden_dropout_ratio = mc.hidden_drop;
   c.gelu_approximation = mc.tanh ? GeluForm::Tanh : GeluForm::Erf;
   c.stochastic_mode = mc.stochastic;
-  INFO(describe(mc));
+  INFO(std::string(mc.arch) << " " << to_json_text(c, -1));
   const LayerPlan plan = make_plan(c);
   BuildResult r;
   try {
@@ -823,44 +795,27 @@ TEST_CASE("whole modules compile: dtypes x LN placement x memory flags") {
 }
 
 TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate != 4H, stochastic mode") {
-  auto mc = [](DType t, const char* arch, bool pre = true, unsigned flags = kNoFlag) {
-    return ModuleCase{1024, 16, 128, t, arch, pre, flags};
+  using enum DType;
+  const ModuleCase cases[] = {
+      // Inference: forward kernels only, dropout compiled out.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .training = false},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .flags = kAllFlags,
+       .training = false},
+      // No dropout at all (the flags stay legal), attention dropout off (no recompute kernel), hidden off.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F32, .arch = "sm_80", .flags = kAllFlags, .attn_drop = 0,
+       .hidden_drop = 0},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .pre_ln = false, .flags = kAttnCkpt,
+       .attn_drop = 0},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .hidden_drop = 0},
+      // tanh GELU (also in the recompute kernel); large ratios.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .flags = kGeluCkpt, .tanh = true},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .attn_drop = 0.5,
+       .hidden_drop = 0.9, .tanh = true},
+      // I != 4H: still 8-wide, 2-wide vectors, odd (scalar access).
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .inter = 3072},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .flags = kGeluCkpt, .inter = 1030},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F32, .arch = "sm_90", .pre_ln = false, .inter = 1025},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .stochastic = true},
   };
-  std::vector<ModuleCase> cases;
-  ModuleCase m = mc(DType::F16, "sm_80");
-  m.training = false;  // forward kernels only, dropout compiled out
-  cases.push_back(m);
-  m = mc(DType::BF16, "sm_90", false, kAllFlags);
-  m.training = false;
-  cases.push_back(m);
-  m = mc(DType::F32, "sm_80", true, kAllFlags);  // no dropout at all: flags stay legal
-  m.attn_drop = m.hidden_drop = 0;
-  cases.push_back(m);
-  m = mc(DType::F16, "sm_90", false, kAttnCkpt);  // attention dropout off: no recompute kernel
-  m.attn_drop = 0;
-  cases.push_back(m);
-  m = mc(DType::BF16, "sm_80");  // hidden dropout off only
-  m.hidden_drop = 0;
-  cases.push_back(m);
-  m = mc(DType::F16, "sm_90", true, kGeluCkpt);  // tanh GELU, also in the recompute kernel
-  m.tanh = true;
-  cases.push_back(m);
-  m = mc(DType::BF16, "sm_80", false);
-  m.tanh = true;
-  m.attn_drop = 0.5;
-  m.hidden_drop = 0.9;
-  cases.push_back(m);
-  m = mc(DType::F16, "sm_90");
-  m.inter = 3072;  // I != 4H, still 8-wide
-  cases.push_back(m);
-  m = mc(DType::F16, "sm_80", true, kGeluCkpt);
-  m.inter = 1030;  // 2-wide vectors
-  cases.push_back(m);
-  m = mc(DType::F32, "sm_90", false);
-  m.inter = 1025;  // odd: scalar access
-  cases.push_back(m);
-  m = mc(DType::F16, "sm_90");
-  m.stochastic = true;
-  cases.push_back(m);
   for (const auto& c : cases) compile_module(c);
 }

@@ -1,0 +1,107 @@
+// TrainBackend: where BERT pre-training math happens. A backend owns the model parameters
+// (fp32 master weights), their gradients and the optimizer state, and does every computation;
+// the trainer loop (trainer.h) only orchestrates: data, loss scaling, clipping decisions, LR,
+// checkpoints, logging. The CPU backend (bert_cpu.h) is the reference implementation; a CUDA
+// backend implements the same interface with the JIT layers.
+//
+// Contract every backend keeps (tests compare backends against each other through it):
+//  - Parameters are the tensors of model_param_specs(shape) (trainer/bert_model.h), fp32,
+//    row-major, kernel layout. A fresh backend holds zeros: the trainer imports
+//    init_model_params() or a checkpoint before the first step.
+//  - forward_backward(batch, m) computes the losses of one micro-batch (MLM: mean
+//    cross-entropy over its real predictions, NSP: mean over its sequences) and ADDS the
+//    gradients of  m.loss_scale × (mlm + nsp) / m.accumulation  to the gradient buffers.
+//    Compute precision: the backend's dtype (fp16/bf16 activations and gradients, fp32 master
+//    weights and optimizer state); with fp16 an overflow leaves inf/NaN in the gradients.
+//  - Dropout masks come from the Philox rule of templates/common/philox.cuh keyed by (seed,
+//    layer, m.rng_step): encoder layer i uses layer id i with streams 1-3 (docs/DESIGN.md),
+//    the embedding output stream kStreamEmbeddingOutput (bert_model.h). The trainer passes
+//    rng_step = step × accumulation + micro index, so masks depend on nothing but the seed
+//    and the position in training (exact resume).
+//  - Padding predictions: slot k of a sample is a real prediction while
+//    masked_lm_positions[k] != 0; the first 0 ends the list (position 0 is [CLS], never
+//    predicted; NVIDIA's convention, which `dskc prepare-data` writes). Attention mask is
+//    additive: 0 where input_mask is 1, −10000 where it is 0.
+//  - grads_finite / grad_norm / optimizer_step see the sum of all micro-batches since the
+//    last zero_grads().
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "compiler/config.h"
+#include "trainer/bert_model.h"
+#include "trainer/hdf5_shard.h"
+#include "trainer/optimizer.h"
+
+namespace dskc {
+
+struct StepLoss {
+  double mlm_loss = 0.0;    // mean over the micro-batch's real predictions (0 when it has none)
+  double nsp_loss = 0.0;    // mean over its sequences
+  int64_t predictions = 0;  // real masked-LM predictions in the micro-batch
+  int64_t sequences = 0;
+};
+
+struct MicroStep {
+  double loss_scale = 1.0;  // gradients carry this factor (fp16 loss scaling)
+  int accumulation = 1;     // gradients are divided by this (micro-batches per step)
+  uint32_t rng_step = 0;    // dropout RNG step key
+};
+
+struct BackendOptions {
+  BertShape shape;
+  int micro_batch = 1;       // largest batch forward_backward takes
+  int max_seq_length = 128;  // longest sequence
+  DType dtype = DType::F32;  // compute precision (fp16 / bf16 / fp32)
+  // The guide's --deepspeed_transformer_kernel: the fused DeepSpeed layer. Off: the plain
+  // (unfused) BertLayer with the same math and parameters.
+  bool transformer_kernel = true;
+  bool attention_dropout_checkpoint = false, normalize_invertible = false, gelu_checkpoint = false,
+       stochastic_mode = false;
+  uint64_t seed = 42;  // dropout RNG
+  int local_rank = -1;
+};
+
+class TrainBackend {
+ public:
+  virtual ~TrainBackend() = default;
+
+  // e.g. "cpu (DeepSpeed kernel layer)"; printed at start.
+  virtual std::string name() const = 0;
+
+  // Replaces all parameters (fp32 master weights). Error(Input) naming `source` when a tensor
+  // is missing, has the wrong size, or is unknown (check_param_map).
+  virtual void import_params(const ParamMap& params, const std::string& source) = 0;
+  virtual ParamMap export_params() const = 0;
+  // Optimizer moments: "exp_avg.<param>" and "exp_avg_sq.<param>" for every parameter, fp32.
+  // A fresh backend has zeros.
+  virtual void import_optimizer_state(const ParamMap& state, const std::string& source) = 0;
+  virtual ParamMap export_optimizer_state() const = 0;
+
+  virtual void zero_grads() = 0;
+  virtual StepLoss forward_backward(const Batch& batch, const MicroStep& m) = 0;
+  // True when every accumulated gradient element is finite.
+  virtual bool grads_finite() = 0;
+  // L2 norm over all parameters of the accumulated gradients divided by grad_scale.
+  virtual double grad_norm(double grad_scale) = 0;
+  // Updates every parameter with its gradient (optimizer.h); decay per
+  // ModelParamSpec::weight_decay(). Does not zero the gradients.
+  virtual void optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) = 0;
+
+  // The accumulated gradients as they are (still scaled), by parameter name: for tests and
+  // backend-vs-backend comparisons.
+  virtual ParamMap export_grads() const = 0;
+  // Test hook: make one gradient element +inf, as an fp16 overflow would.
+  virtual void inject_grad_overflow() = 0;
+};
+
+// "cpu" -> CpuBackend; "cuda" -> nullptr for now (the CUDA backend is not written yet; the
+// caller reports it). Error(Usage) for another name.
+std::unique_ptr<TrainBackend> make_backend(const std::string& kind, const BackendOptions& opt);
+
+// The moment names of one parameter.
+inline std::string exp_avg_name(const std::string& p) { return "exp_avg." + p; }
+inline std::string exp_avg_sq_name(const std::string& p) { return "exp_avg_sq." + p; }
+
+}  // namespace dskc
