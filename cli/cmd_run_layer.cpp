@@ -19,7 +19,7 @@ namespace dskc::cli {
 
 namespace {
 
-const char* st_name(DType t) { return t == DType::F32 ? "F32" : t == DType::F16 ? "F16" : "BF16"; }
+
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string o = "[";
@@ -34,9 +34,9 @@ const StTensor& need(const SafeTensorsFile& f, const std::string& path, const st
   if (it->second.shape != shape)
     throw Error(ErrorKind::Input, fmt::format("{}: tensor '{}' has shape {}, expected {}", path, name,
                                               shape_str(it->second.shape), shape_str(shape)));
-  if (it->second.dtype != st_name(t))
+  if (it->second.dtype != st_dtype_name(t))
     throw Error(ErrorKind::Input, fmt::format("{}: tensor '{}' is {}, but the layer config's dtype is {}", path, name,
-                                              it->second.dtype, st_name(t)));
+                                              it->second.dtype, st_dtype_name(t)));
   return it->second;
 }
 
