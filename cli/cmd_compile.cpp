@@ -56,9 +56,11 @@ int cmd_compile(const Args& args) {
   }
   BuildResult r = build_module(plan, co, !no_cache);
   if (manifest.empty()) manifest = output + ".json";
-  // Write the module first, then the manifest; both atomically.
-  write_file_atomic(output, r.module.image);
-  if (manifest != "none") write_file_atomic(manifest, r.module.manifest_json);
+  // Module and manifest appear together or not at all.
+  if (manifest != "none")
+    write_files_atomic({{output, r.module.image}, {manifest, r.module.manifest_json}});
+  else
+    write_file_atomic(output, r.module.image);
   if (!quiet) {
     std::printf("wrote %s (%s for %s, %zu bytes, %zu kernels, %s in %.0f ms)\n", output.c_str(), emit.c_str(),
                 arch.c_str(), r.module.image.size(), plan.kernels.size(),

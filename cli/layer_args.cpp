@@ -11,13 +11,13 @@ void LayerArgs::add_to(ArgParser& p) {
   p.add_option("deepspeed_config", &deepspeed_config, "FILE", "DeepSpeed JSON (with --cf): derive the layer");
   p.add_option("cf", &model_config, "FILE", "BERT model config JSON (with --deepspeed_config)");
   p.add_int("max_seq_length", &max_seq_length, "longest sequence (when the config has none)");
-  p.add_switch("attention_dropout_checkpoint", &attention_dropout_checkpoint, "derive: attn_dropout_checkpoint");
-  p.add_switch("normalize_invertible", &normalize_invertible, "derive: normalize_invertible");
-  p.add_switch("gelu_checkpoint", &gelu_checkpoint, "derive: gelu_checkpoint");
-  p.add_switch("stochastic_mode", &stochastic_mode, "derive: stochastic_mode");
-  p.add_switch("post_layer_norm", &post_layer_norm, "derive: Post-LN instead of Pre-LN");
-  p.add_switch("inference", &inference, "derive: training = false");
-  p.add_int("local_rank", &local_rank, "derive: GPU to place the layer on (-1 = current)");
+  p.add_switch("attention_dropout_checkpoint", &attention_dropout_checkpoint, "set attn_dropout_checkpoint");
+  p.add_switch("normalize_invertible", &normalize_invertible, "set normalize_invertible");
+  p.add_switch("gelu_checkpoint", &gelu_checkpoint, "set gelu_checkpoint");
+  p.add_switch("stochastic_mode", &stochastic_mode, "set stochastic_mode");
+  p.add_switch("post_layer_norm", &post_layer_norm, "Post-LN instead of Pre-LN");
+  p.add_switch("inference", &inference, "training = false (inference)");
+  p.add_int("local_rank", &local_rank, "GPU to place the layer on (-1 = current)");
 }
 
 LayerConfig LayerArgs::load() const {
@@ -30,7 +30,19 @@ LayerConfig LayerArgs::load() const {
   const bool derive = !deepspeed_config.empty() || !model_config.empty();
   if (!file.empty() && derive)
     throw Error(ErrorKind::Usage, "give either a layer config or --deepspeed_config with --cf, not both");
-  if (!file.empty()) return load_layer_config(file, max_seq_length);
+  if (!file.empty()) {
+    // The switches turn the corresponding fields on over what the file says.
+    LayerConfig c = load_layer_config(file, max_seq_length);
+    c.attn_dropout_checkpoint |= attention_dropout_checkpoint;
+    c.normalize_invertible |= normalize_invertible;
+    c.gelu_checkpoint |= gelu_checkpoint;
+    c.stochastic_mode |= stochastic_mode;
+    if (post_layer_norm) c.pre_layer_norm = false;
+    if (inference) c.training = false;
+    if (local_rank) c.local_rank = *local_rank;
+    validate(c, file);
+    return c;
+  }
   if (!derive)
     throw Error(ErrorKind::Usage,
                 "no layer given: pass LAYER.json, or --deepspeed_config ds.json --cf model.json --max_seq_length N");

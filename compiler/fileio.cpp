@@ -24,7 +24,9 @@ std::string read_file_bytes(const std::string& path) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+namespace {
+// Writes `bytes` to a fresh temp file beside `path`; returns the temp path.
+std::string write_temp(const std::string& path, const std::string& bytes) {
   namespace fs = std::filesystem;
   fs::path p(path);
   fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
@@ -45,10 +47,27 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   }
   ::fsync(fd);
   ::close(fd);
-  if (::rename(tmp.c_str(), p.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw Error(ErrorKind::Io, fmt::format("{}: cannot rename into place: {}", path, std::strerror(e)));
+  return tmp.string();
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) { write_files_atomic({{path, bytes}}); }
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> temps;
+  try {
+    for (const auto& [path, bytes] : files) temps.push_back(write_temp(path, bytes));
+  } catch (...) {
+    for (const auto& t : temps) ::unlink(t.c_str());
+    throw;
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (::rename(temps[i].c_str(), files[i].first.c_str()) != 0) {
+      int e = errno;
+      for (size_t j = i; j < temps.size(); ++j) ::unlink(temps[j].c_str());
+      for (size_t j = 0; j < i; ++j) ::unlink(files[j].first.c_str());
+      throw Error(ErrorKind::Io, fmt::format("{}: cannot rename into place: {}", files[i].first, std::strerror(e)));
+    }
   }
 }
 

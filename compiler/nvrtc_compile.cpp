@@ -71,10 +71,14 @@ std::vector<std::string> nvrtc_options(const CompileOptions& opt) {
 }
 
 std::vector<KernelResources> parse_ptxas_log(const std::string& log) {
+  // ptxas prints, per entry: "Compiling entry function 'K'", then "Function properties for F"
+  // blocks (F may be K or a device function it calls) each followed by a stack/spill line, and
+  // "Used N registers ... M bytes smem" for K. Stack and spills are taken from K's own block.
   std::vector<KernelResources> out;
   std::istringstream in(log);
-  std::string line;
+  std::string line, props_for;
   static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex props_head(R"(Function properties for (\S+))");
   static const std::regex props(R"((\d+) bytes stack frame, (\d+) bytes spill stores)");
   static const std::regex regs(R"(Used (\d+) registers)");
   static const std::regex smem(R"((\d+) bytes smem)");
@@ -82,13 +86,21 @@ std::vector<KernelResources> parse_ptxas_log(const std::string& log) {
   while (std::getline(in, line)) {
     if (std::regex_search(line, m, entry)) {
       out.push_back({m[1].str()});
+      props_for.clear();
+      continue;
+    }
+    if (std::regex_search(line, m, props_head)) {
+      props_for = m[1].str();
       continue;
     }
     if (out.empty()) continue;
     auto& k = out.back();
     if (std::regex_search(line, m, props)) {
-      k.stack_bytes = std::stoi(m[1].str());
-      k.spill_bytes = std::stoi(m[2].str());
+      if (props_for == k.name) {
+        k.stack_bytes = std::stoi(m[1].str());
+        k.spill_bytes = std::stoi(m[2].str());
+      }
+      continue;
     }
     if (std::regex_search(line, m, regs)) {
       k.registers = std::stoi(m[1].str());

@@ -75,7 +75,7 @@ __device__ __forceinline__ void layernorm_fwd_impl(const LayerNormFwdParams& p) 
   const int row = blockIdx.x;
   if (row >= p.rows) return;
   const T* x = p.x + static_cast<size_t>(row) * kCols;
-  float v[S::kPer][S::kV];
+  float v[S::kPer][S::kV] = {};
 #pragma unroll
   for (int k = 0; k < S::kPer; ++k) {
     const int c = (threadIdx.x + k * S::kThreads) * S::kV;

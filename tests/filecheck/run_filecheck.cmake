@@ -1,3 +1,4 @@
+cmake_policy(SET CMP0053 NEW)
 # Runs `dskc <RUN-ARGS>` (from the .check file, with @SRC@ replaced by the source dir) and pipes
 # its stdout into FileCheck with the same file. Each `RUN-ARGS[-PREFIX]:` line is one run;
 # a PREFIX selects FileCheck's --check-prefix.
