@@ -6,6 +6,7 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -13,6 +14,7 @@
 
 #include "compiler/cache.h"
 #include "compiler/errors.h"
+#include "compiler/fileio.h"
 #include "compiler/version.h"
 
 #include "cuda_paths.h"  // generated: DSKC_CUDA_INCLUDE_DIRS
@@ -233,6 +235,21 @@ std::string make_manifest(const LayerPlan& plan, const CompiledModule& m) {
   return j.dump(2);
 }
 
+namespace {
+// DSKC_DUMP=source,ptx,log (any subset) writes what a build produced into $DSKC_DUMP_DIR (default
+// the working directory) as dskc_layer_<hash>.{cu,ptx,log}.
+bool dump_wants(const char* what) {
+  const char* d = std::getenv("DSKC_DUMP");
+  return d && std::string(",") .append(d).append(",").find(std::string(",") + what + ",") != std::string::npos;
+}
+void dump(const std::string& name, const std::string& bytes) {
+  const char* dir = std::getenv("DSKC_DUMP_DIR");
+  const std::string path = (dir && *dir ? std::string(dir) + "/" : std::string()) + name;
+  write_file_atomic(path, bytes);
+  std::fprintf(stderr, "dskc: DSKC_DUMP wrote %s\n", path.c_str());
+}
+}  // namespace
+
 BuildResult build_module(const LayerPlan& plan, const CompileOptions& opt, bool use_cache,
                          const std::string& cache_dir) {
   auto t0 = std::chrono::steady_clock::now();
@@ -242,7 +259,14 @@ BuildResult build_module(const LayerPlan& plan, const CompileOptions& opt, bool 
   eo.nvrtc_options = nvrtc_options(opt);
   eo.nvrtc_version = nvrtc_version_string();
   r.generated = emit(plan, eo);
+  // DSKC_OVERRIDE_SOURCE=file.cu swaps in a hand-edited module source (debugging); the cache key
+  // is the hash of the source, so an edited file never collides with a generated one.
+  if (const char* ov = std::getenv("DSKC_OVERRIDE_SOURCE"); ov && *ov) {
+    r.generated.source = read_file_bytes(ov);
+    std::fprintf(stderr, "dskc: DSKC_OVERRIDE_SOURCE: using %s instead of the generated source\n", ov);
+  }
   const std::string name = fmt::format("dskc_layer_{}.cu", plan.config_hash);
+  if (dump_wants("source")) dump(name, r.generated.source);
   CacheKeyInputs ki{r.generated.source, eo.nvrtc_options, opt.arch, opt.emit == EmitKind::Cubin ? "cubin" : "ptx",
                     eo.nvrtc_version, kDskcVersion};
   const std::string key = cache_key(ki);
@@ -266,6 +290,12 @@ BuildResult build_module(const LayerPlan& plan, const CompileOptions& opt, bool 
     }
   }
   r.module = nvrtc_compile(r.generated.source, name, opt);
+  if (dump_wants("log")) dump(fmt::format("dskc_layer_{}.log", plan.config_hash), r.module.log);
+  if (dump_wants("ptx")) {
+    CompileOptions po = opt;
+    po.emit = EmitKind::Ptx;
+    dump(fmt::format("dskc_layer_{}.ptx", plan.config_hash), nvrtc_compile(r.generated.source, name, po).image);
+  }
   r.module.cache_key = key;
   r.module.manifest_json = make_manifest(plan, r.module);
   if (use_cache) {

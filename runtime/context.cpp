@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "compiler/errors.h"
+#include "runtime/cublas_api.h"
 #include "runtime/driver.h"
 
 namespace dskc {
@@ -32,7 +33,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void throw_cublas_error(int status, const char* call, const char* file, int line) {
   throw Error(ErrorKind::Device, fmt::format("cuBLAS error {} ({}) in {} ({}:{})",
-                                             cublasGetStatusName(static_cast<cublasStatus_t>(status)), status, call,
+                                             blas().cublasGetStatusName(static_cast<cublasStatus_t>(status)), status, call,
                                              file, line));
 }
 
@@ -50,11 +51,11 @@ Context::Context(int device) {
   DSKC_CU(cuDevicePrimaryCtxRetain(&ctx_, cu_device_));
   DSKC_CU(cuCtxSetCurrent(ctx_));
   DSKC_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
-  DSKC_CUBLAS(cublasCreate(&cublas_));
-  DSKC_CUBLAS(cublasSetStream(cublas_, reinterpret_cast<cudaStream_t>(stream_)));
-  DSKC_CUBLAS(cublasLtCreate(&cublaslt_));
+  DSKC_CUBLAS(blas().cublasCreate(&cublas_));
+  DSKC_CUBLAS(blas().cublasSetStream(cublas_, reinterpret_cast<cudaStream_t>(stream_)));
+  DSKC_CUBLAS(blas().cublasLtCreate(&cublaslt_));
   lt_workspace_ = DeviceBuffer(*this, 32u << 20);
-  DSKC_CUBLAS(cublasSetWorkspace(cublas_, reinterpret_cast<void*>(lt_workspace_.ptr()), lt_workspace_.bytes()));
+  DSKC_CUBLAS(blas().cublasSetWorkspace(cublas_, reinterpret_cast<void*>(lt_workspace_.ptr()), lt_workspace_.bytes()));
   (void)d;
 }
 
@@ -66,8 +67,8 @@ Context::~Context() {
   }
   scratch_ = DeviceBuffer();
   lt_workspace_ = DeviceBuffer();
-  if (cublaslt_) cublasLtDestroy(cublaslt_);
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublaslt_) blas().cublasLtDestroy(cublaslt_);
+  if (cublas_) blas().cublasDestroy(cublas_);
   if (stream_) driver().cuStreamDestroy(stream_);
   if (ctx_) driver().cuDevicePrimaryCtxRelease(cu_device_);
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "compiler/errors.h"
+#include "runtime/cublas_api.h"
 #include "runtime/driver.h"
 
 namespace dskc {
@@ -27,10 +28,10 @@ struct Gemm::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   ~Plan() {
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) blas().cublasLtMatmulDescDestroy(desc);
+    if (a) blas().cublasLtMatrixLayoutDestroy(a);
+    if (b) blas().cublasLtMatrixLayoutDestroy(b);
+    if (c) blas().cublasLtMatrixLayoutDestroy(c);
   }
 };
 
@@ -45,34 +46,34 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta, CUdevicept
   auto p = std::make_unique<Plan>();
   const cudaDataType_t t = cuda_type(dtype_);
   // Column-major view: D[m=N, n=M] = op(B)ᵀ[N,K] · op(A)ᵀ[K,M].
-  DSKC_CUBLAS(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  DSKC_CUBLAS(blas().cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = op(s.trans_b), tb = op(s.trans_a);
-  DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (bias) {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     cudaDataType_t bt = t;
-    DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
   }
   // Stored shapes (column-major rows x cols): B as op's input is [N,K] if !trans_b else [K,N].
-  DSKC_CUBLAS(cublasLtMatrixLayoutCreate(&p->a, t, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb));
-  DSKC_CUBLAS(cublasLtMatrixLayoutCreate(&p->b, t, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda));
-  DSKC_CUBLAS(cublasLtMatrixLayoutCreate(&p->c, t, s.n, s.m, s.ldc));
+  DSKC_CUBLAS(blas().cublasLtMatrixLayoutCreate(&p->a, t, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb));
+  DSKC_CUBLAS(blas().cublasLtMatrixLayoutCreate(&p->b, t, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda));
+  DSKC_CUBLAS(blas().cublasLtMatrixLayoutCreate(&p->c, t, s.n, s.m, s.ldc));
   cublasLtMatmulPreference_t pref;
-  DSKC_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  DSKC_CUBLAS(blas().cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = ctx_.lt_workspace_bytes();
-  DSKC_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  DSKC_CUBLAS(blas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t res[kCandidates]{};
   int found = 0;
   const bool tune = autotune_ && beta == 0.f;  // timing runs overwrite C: only when C is not read
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, pref,
+  cublasStatus_t st = blas().cublasLtMatmulAlgoGetHeuristic(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, pref,
                                                      tune ? kCandidates : 1, res, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  blas().cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error(ErrorKind::Device, fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} ({})", s.m, s.n,
-                                               s.k, cublasGetStatusName(st)));
+                                               s.k, blas().cublasGetStatusName(st)));
   p->algo = res[0].algo;
   if (tune && found > 1) {
     CUevent e0, e1;
@@ -105,9 +106,9 @@ void Gemm::launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float al
                   const void* algo) {
   if (bias) {
     void* bp = reinterpret_cast<void*>(bias);
-    DSKC_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
+    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
   }
-  DSKC_CUBLAS(cublasLtMatmul(ctx_.cublaslt(), p.desc, &alpha, reinterpret_cast<const void*>(b), p.a,
+  DSKC_CUBLAS(blas().cublasLtMatmul(ctx_.cublaslt(), p.desc, &alpha, reinterpret_cast<const void*>(b), p.a,
                              reinterpret_cast<const void*>(a), p.b, &beta, reinterpret_cast<void*>(c), p.c,
                              reinterpret_cast<void*>(c), p.c, static_cast<const cublasLtMatmulAlgo_t*>(algo),
                              reinterpret_cast<void*>(ctx_.lt_workspace()), ctx_.lt_workspace_bytes(),
@@ -123,7 +124,7 @@ void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, 
 void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
                        float alpha, float beta) {
   const cudaDataType_t t = cuda_type(dtype_);
-  DSKC_CUBLAS(cublasGemmBatchedEx(ctx_.cublas(), op(s.trans_b), op(s.trans_a), s.n, s.m, s.k, &alpha,
+  DSKC_CUBLAS(blas().cublasGemmBatchedEx(ctx_.cublas(), op(s.trans_b), op(s.trans_a), s.n, s.m, s.k, &alpha,
                                   reinterpret_cast<const void* const*>(b_array), t, s.ldb,
                                   reinterpret_cast<const void* const*>(a_array), t, s.lda, &beta,
                                   reinterpret_cast<void* const*>(c_array), t, s.ldc, count, CUBLAS_COMPUTE_32F,

@@ -576,3 +576,32 @@ TEST_CASE("the cache key changes with every config field, the arch, the emit kin
   edited.dskc_version = "0.0.0-test";
   CHECK(dskc::cache_key(edited) != base_key);
 }
+
+TEST_CASE("DSKC_DUMP writes the source, log and PTX; DSKC_OVERRIDE_SOURCE swaps in an edited source") {
+  TempDir dir, cache;
+  write_file(dir / "layer.json", tiny());
+  const std::string env = "DSKC_CACHE_DIR=" + cache.path.string() + " DSKC_DUMP=source,log,ptx DSKC_DUMP_DIR=" +
+                          dir.path.string();
+  auto r = run_dskc("compile " + (dir / "layer.json") + " --arch sm_90 --no-cache -o " + (dir / "a.cubin"), env);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::string cu, log, ptx;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("dskc_layer_", 0) != 0) continue;
+    if (e.path().extension() == ".cu") cu = read_file(e.path().string());
+    if (e.path().extension() == ".log") log = read_file(e.path().string());
+    if (e.path().extension() == ".ptx") ptx = read_file(e.path().string());
+  }
+  CHECK(cu.find("==== dskc generated module ====") != std::string::npos);
+  CHECK(log.find("Compiling entry function") != std::string::npos);
+  CHECK(ptx.find(".entry layernorm_fwd_norm") != std::string::npos);
+  // Override: an edited source (an extra kernel) is what gets compiled.
+  write_file(dir / "edited.cu", cu + "\nextern \"C\" __global__ void dskc_override_probe(int* p) { *p = 1; }\n");
+  r = run_dskc("compile " + (dir / "layer.json") + " --arch sm_90 -o " + (dir / "b.cubin"),
+               "DSKC_CACHE_DIR=" + cache.path.string() + " DSKC_OVERRIDE_SOURCE=" + (dir / "edited.cu"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("DSKC_OVERRIDE_SOURCE") != std::string::npos);
+  CHECK(read_file(dir / "b.cubin").find("dskc_override_probe") != std::string::npos);
+  CHECK(read_file(dir / "a.cubin").find("dskc_override_probe") == std::string::npos);
+}
