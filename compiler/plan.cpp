@@ -170,43 +170,56 @@ LayerPlan make_plan(const LayerConfig& c) {
            "output_b bias + " + hd + "residual add + LayerNorm(norm_w, norm_b) (layer output)");
 
   // ---- backward kernels ----
+  const bool hid_drop = train && c.hidden_dropout_ratio > 0;
+  const bool epi = c.dtype() != DType::F32;  // bias gradients in the wgrad GEMM epilogue
+  plan.bias_grad_in_gemm = epi;
+  const std::string partials = epi ? "false" : "true";
+  // Backward of dropout(x + bias) at one site: masking (+ bias partials in fp32).
+  auto dropout_bwd = [&](const std::string& name, const std::string& stream, const std::string& bias) {
+    if (epi && !hid_drop) return;  // nothing to do: the GEMM epilogue sums the bias gradient
+    b.tiles(Pass::Backward, name, "dropout_bias_grad", "DropoutBiasGradParams",
+            "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, " + stream + ", " + partials + ">", H, "kHidden",
+            epi ? "hidden dropout backward (mask regenerated; " + bias + " bias gradient in the wgrad GEMM epilogue)"
+                : hd + bias + " bias-gradient partials");
+  };
   if (train) {
     const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
     if (!pre)
       b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
               "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>", H, "kHidden",
               "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
-    b.tiles(Pass::Backward, "dropout_bias_grad_ffn_out", "dropout_bias_grad", "DropoutBiasGradParams",
-            "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>", H, "kHidden",
-            hd + "output_b bias-gradient partials");
+    dropout_bwd("dropout_bias_grad_ffn_out", "dskc_rng::kStreamFfnOutput", "output_b");
     if (c.gelu_checkpoint)
       b.elementwise(Pass::Backward, "gelu_recompute", "gelu_recompute", "GeluRecomputeParams",
                     "gelu_recompute_impl<kInter>", I, "GELU(h) recomputed for the output_w gradient");
-    b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams", "bias_gelu_bwd_impl<kInter>", I,
-            "kInter", "GELU backward + inter_b bias-gradient partials");
+    b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
+            "bias_gelu_bwd_impl<kInter, " + partials + ">", I, "kInter",
+            epi ? "GELU backward (inter_b gradient in the wgrad GEMM epilogue)"
+                : "GELU backward + inter_b bias-gradient partials");
     b.tiles(Pass::Backward, "layernorm_bwd_attn", "layernorm_bwd", "LayerNormBwdParams",
             "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn + ">", H, "kHidden",
             std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
                 (pre ? "added after" : "added before") + " + gamma/beta partials");
-    b.tiles(Pass::Backward, "dropout_bias_grad_attn_out", "dropout_bias_grad", "DropoutBiasGradParams",
-            "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H, "kHidden",
-            hd + "attn_ob bias-gradient partials");
+    dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (c.attn_dropout_checkpoint && attn_drop)
       b.attn(Pass::Backward, "attn_dropout_recompute", "attn_dropout_recompute", "AttnDropoutRecomputeParams",
              "attn_dropout_recompute_impl", "attention dropout(P) recomputed from P and the counter RNG");
     b.attn(Pass::Backward, "attn_softmax_dropout_bwd", "attn_softmax_dropout_bwd", "AttnSoftmaxBwdParams",
            "attn_softmax_dropout_bwd_impl<kAttnDropoutOn>",
            std::string(attn_drop ? "attention dropout (regenerated mask) + " : "") + "softmax backward");
-    b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
-            "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
+    if (!epi)
+      b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
+              "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
     if (pre)
       b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
               "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnAddToDx>", H, "kHidden",
               "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
-    b.reduce("param_grad_reduce_hidden", H, "kHidden", 1, "sums bias-gradient partials of width H");
+    if (!epi) b.reduce("param_grad_reduce_hidden", H, "kHidden", 1, "sums bias-gradient partials of width H");
     b.reduce("param_grad_reduce_layernorm", H, "kHidden", 2, "sums LayerNorm gamma/beta gradient partials");
-    b.reduce("param_grad_reduce_qkv", 3 * H, "3 * kHidden", 1, "sums attn_qkvb gradient partials");
-    b.reduce("param_grad_reduce_inter", I, "kInter", 1, "sums inter_b gradient partials");
+    if (!epi) {
+      b.reduce("param_grad_reduce_qkv", 3 * H, "3 * kHidden", 1, "sums attn_qkvb gradient partials");
+      b.reduce("param_grad_reduce_inter", I, "kInter", 1, "sums inter_b gradient partials");
+    }
   }
 
   // ---- saved tensors (forward -> backward) ----

@@ -62,6 +62,9 @@ struct LayerPlan {
   int64_t workspace_bytes(int batch, int seq) const;
   const KernelInfo* find_kernel(const std::string& name) const;
   const TensorInfo* find_saved(const std::string& name) const;
+  // fp16/bf16: bias gradients come from the weight-gradient GEMMs' cuBLASLt BGRADB epilogue;
+  // fp32: from partial column sums (dropout_bias_grad, bias_gelu_bwd) + param_grad_reduce.
+  bool bias_grad_in_gemm = false;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg);

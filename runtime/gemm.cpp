@@ -38,9 +38,10 @@ struct Gemm::Plan {
 Gemm::Gemm(Context& ctx, DType dtype, bool autotune) : ctx_(ctx), dtype_(dtype), autotune_(autotune) {}
 Gemm::~Gemm() = default;
 
-Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-                           CUdeviceptr bias_ptr) {
-  auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, bias, beta != 0.f);
+Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdeviceptr a, CUdeviceptr b,
+                           CUdeviceptr c, CUdeviceptr bias_ptr) {
+  auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, static_cast<int>(epi),
+                             beta != 0.f);
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto p = std::make_unique<Plan>();
@@ -50,9 +51,10 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, bool bias, float beta, CUdevicept
   cublasOperation_t ta = op(s.trans_b), tb = op(s.trans_a);
   DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (epi != Epilogue::None) {
+    // Column-major view: BIAS adds along D's rows (our N); BGRADB sums cuBLAS's B (our A) over k.
+    cublasLtEpilogue_t e = epi == Epilogue::Bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
     cudaDataType_t bt = t;
     DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
   }
@@ -116,9 +118,12 @@ void Gemm::launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float al
 }
 
 void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta,
-               CUdeviceptr bias) {
-  Plan& p = plan_for(s, bias != 0, beta, a, b, c, bias);
-  launch(p, a, b, c, alpha, beta, bias, &p.algo);
+               CUdeviceptr bias, CUdeviceptr bias_grad) {
+  DSKC_ASSERT(!(bias && bias_grad), "a GEMM takes a bias or computes a bias gradient, not both");
+  const Epilogue epi = bias ? Epilogue::Bias : bias_grad ? Epilogue::BiasGrad : Epilogue::None;
+  const CUdeviceptr vec = bias ? bias : bias_grad;
+  Plan& p = plan_for(s, epi, beta, a, b, c, vec);
+  launch(p, a, b, c, alpha, beta, vec, &p.algo);
 }
 
 void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,

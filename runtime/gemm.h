@@ -29,22 +29,25 @@ class Gemm {
   Gemm(Context& ctx, DType dtype, bool autotune = false);
   ~Gemm();
   // C = alpha·op(A)·op(B) + beta·C (+ bias[N] broadcast over rows when bias != 0).
+  // bias_grad != 0 (weight gradients, op(A) = dYᵀ): also writes bias_grad[M] = Σ_rows dY, the
+  // column sums of A, through cuBLASLt's BGRADB epilogue (fp16/bf16).
   void run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f, float beta = 0.f,
-           CUdeviceptr bias = 0);
+           CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0);
   // Batched over device arrays of pointers (count entries each).
   void run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
                    float alpha = 1.f, float beta = 0.f);
 
  private:
   struct Plan;
-  Plan& plan_for(const GemmShape& s, bool bias, float beta, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-                CUdeviceptr bias_ptr);
+  enum class Epilogue { None, Bias, BiasGrad };
+  Plan& plan_for(const GemmShape& s, Epilogue epi, float beta, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                 CUdeviceptr bias_ptr);
   void launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta, CUdeviceptr bias,
               const void* algo);
   Context& ctx_;
   DType dtype_;
   bool autotune_;
-  std::map<std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;
+  std::map<std::tuple<bool, bool, int, int, int, int, int, int, int, bool>, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace dskc

@@ -213,9 +213,9 @@ void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsign
 }
 
 void TransformerLayer::gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-                            float alpha, float beta, CUdeviceptr bias) {
+                            float alpha, float beta, CUdeviceptr bias, CUdeviceptr bias_grad) {
   if (prof_) prof_->begin(name, ctx_.stream());
-  gemm_->run(s, a, b, c, alpha, beta, bias);
+  gemm_->run(s, a, b, c, alpha, beta, bias, bias_grad);
   if (prof_) prof_->end(ctx_.stream());
 }
 
@@ -337,11 +337,17 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     run_kernel(kernel, &p, rows);
     reduce("param_grad_reduce_layernorm", part, parts, grad(gamma), grad(beta));
   };
-  auto bias_grad = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr dx, const char* bias, const char* reducer) {
+  const bool epi = plan_.bias_grad_in_gemm;
+  // Backward of dropout(x + bias): the masked gradient (returned) and, in fp32, the bias
+  // gradient from partial sums; with the epilogue the wgrad GEMM sums it (epi_bias below).
+  auto dropout_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr dx, const char* bias) -> CUdeviceptr {
+    if (epi && !hid_drop) return dy;
     kp::DropoutBiasGrad p{P(dy), P(dx), F(part), rows, rng};
     run_kernel(kernel, &p, rows);
-    reduce(reducer, part, parts, grad(bias), 0);
+    if (!epi) reduce("param_grad_reduce_hidden", part, parts, grad(bias), 0);
+    return hid_drop ? dx : dy;
   };
+  auto epi_bias = [&](const char* bias) -> CUdeviceptr { return epi ? grad(bias) : 0; };
 
   // ---- FFN block ----
   CUdeviceptr d_out = grad_output;  // gradient wrt the FFN residual sum
@@ -351,20 +357,21 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
            "ln_norm_rstd", ga);
     d_out = ga;
   }
-  bias_grad("dropout_bias_grad_ffn_out", d_out, gb, "output_b", "param_grad_reduce_hidden");
-  const CUdeviceptr d_o = hid_drop ? gb : d_out;  // gradient wrt (gelu · output_wᵀ + output_b)
+  const CUdeviceptr d_o = dropout_bwd("dropout_bias_grad_ffn_out", d_out, gb, "output_b");  // d(gelu·Wᵀ + b)
   if (c.gelu_checkpoint) {
     kp::GeluRecompute p{P(t("ffn_pre_gelu")), P(t("ffn_gelu_out")), rows};
     run_kernel("gelu_recompute", &p, rows);
   }
-  gemm("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"));
+  gemm("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"), 1.f, 0.f, 0,
+       epi_bias("output_b"));
   gemm("gemm_output_dgrad", {false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
   {
     kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
-    reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
+    if (!epi) reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
   }
-  gemm("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"));
+  gemm("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"), 1.f, 0.f, 0,
+       epi_bias("inter_b"));
   // ---- attention LayerNorm ----
   CUdeviceptr d_s1;  // gradient wrt the attention residual sum
   if (pre) {
@@ -381,9 +388,9 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     d_s1 = gb;
   }
   const CUdeviceptr spare = d_s1 == ga ? gb : ga;
-  bias_grad("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob", "param_grad_reduce_hidden");
-  const CUdeviceptr d_ao = hid_drop ? spare : d_s1;
-  gemm("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"));
+  const CUdeviceptr d_ao = dropout_bwd("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob");
+  gemm("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"), 1.f, 0.f, 0,
+       epi_bias("attn_ob"));
   gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
   // ---- attention ----
   if (c.attn_dropout_checkpoint && attn_drop) {
@@ -400,13 +407,14 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // dQ = dS · K / sqrt(d) ; dK = dSᵀ · Q / sqrt(d)
   gemm_batched("gemm_attn_dq", {false, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK), array(kDQ), n, scale);
   gemm_batched("gemm_attn_dk", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kQ), array(kDK), n, scale);
-  {
+  if (!epi) {
     kp::DropoutBiasGrad p{P(gq), P(0), F(part), rows, rng};
     run_kernel("bias_grad_qkv", &p, rows);
     reduce("param_grad_reduce_qkv", part, parts, grad("attn_qkvb"), 0);
   }
   const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
-  gemm("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"));
+  gemm("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"), 1.f, 0.f, 0,
+       epi_bias("attn_qkvb"));
   if (pre) {
     gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
     ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, t("ln_norm_out"), "norm_w", "norm_b", "ln_norm_mean",

@@ -97,7 +97,7 @@ class TransformerLayer {
   CUdeviceptr arrays_workspace_ = 0;
   Profiler* prof_ = nullptr;
   void gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f,
-            float beta = 0.f, CUdeviceptr bias = 0);
+            float beta = 0.f, CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0);
   void gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int count,
                     float alpha = 1.f);
 };

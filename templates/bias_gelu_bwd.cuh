@@ -1,5 +1,6 @@
 // bias_gelu_bwd: dh = dg · GELU'(h) written over dg, plus per-block partial sums of dh (the
-// inter_b gradient; param_grad_reduce finishes it). h is the saved pre-activation (x·Wᵀ + b).
+// inter_b gradient; param_grad_reduce finishes it) unless the weight-gradient GEMM's BGRADB
+// epilogue sums it (kPartials false). h is the saved pre-activation (x·Wᵀ + b).
 #pragma once
 #include "dskc_config.cuh"
 #include "common/gelu.cuh"
@@ -14,7 +15,7 @@ struct BiasGeluBwdParams {
   int rows;
 };
 
-template <int kCols>
+template <int kCols, bool kPartials = true>
 __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer;
@@ -42,6 +43,7 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
       }
     }
   }
+  if constexpr (!kPartials) return;
   float* part = p.part + static_cast<size_t>(blockIdx.x) * kCols;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {

@@ -1,6 +1,8 @@
 // dropout_bias_grad: backward of y = dropout(x + bias): dx = mask·dy/(1−p) (regenerated from
 // the counter RNG; written over dy's copy in dx) and per-block partial bias gradients Σ dx.
-// Without dropout (the QKV bias) it only sums columns and writes nothing else.
+// Without dropout (the QKV bias) it only sums columns and writes nothing else. Without
+// kPartials (fp16/bf16: the weight-gradient GEMM's cuBLASLt BGRADB epilogue sums the bias
+// gradient) it only applies the dropout mask.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"
@@ -16,7 +18,7 @@ struct DropoutBiasGradParams {
   DropoutArgs rng;
 };
 
-template <int kCols, bool kDropout, uint32_t kStream>
+template <int kCols, bool kDropout, uint32_t kStream, bool kPartials = true>
 __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer;
@@ -49,6 +51,7 @@ __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradPara
       }
     }
   }
+  if constexpr (!kPartials) return;
   float* part = p.part + static_cast<size_t>(blockIdx.x) * kCols;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
