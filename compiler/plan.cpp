@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "compiler/errors.h"
 #include "compiler/sha256.h"
 
@@ -278,8 +280,10 @@ LayerPlan make_plan(const LayerConfig& c) {
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
     b.tokens(w, "grad_qkv", "[B, S, 3H]", 3 * H, "gradient scratch");
     b.scores(w, "grad_scores", "gradient of the attention scores");
-    w.push_back({"grad_param_partials", "[ceil(B·S/32), max(3H, I)] fp32", Extent::RowTiles,
-                 std::max<int64_t>(3 * H, I), 4, "bias / LayerNorm gradient partials"});
+    // Row-tile partial sums: LayerNorm gamma+beta (2H) always; bias gradients (3H, I) in fp32.
+    const int64_t part_width = epi ? 2 * H : std::max({int64_t{2} * H, int64_t{3} * H, int64_t{I}});
+    w.push_back({"grad_param_partials", epi ? "[ceil(B·S/8), 2H] fp32" : "[ceil(B·S/8), max(3H, I)] fp32",
+                 Extent::RowTiles, part_width, 4, "bias / LayerNorm gradient partials"});
   }
   b.tokens(w, "linear_out", "[B, S, H]", H, "output of the attention / FFN output projections");
   return plan;
