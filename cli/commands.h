@@ -12,4 +12,6 @@ int cmd_cache(const Args& args);
 int cmd_run_layer(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_prepare_data(const Args& args);
+int cmd_train(const Args& args);
+int cmd_convert(const Args& args);
 }  // namespace dskc::cli

@@ -27,6 +27,8 @@ const std::map<std::string, Command>& commands() {
       {"bench", {cmd_bench, "time a layer's forward and backward on the GPU"}},
       {"cache", {cmd_cache, "list, summarize or clear the kernel cache (ls|stats|clear)"}},
       {"prepare-data", {cmd_prepare_data, "make HDF5 pre-training shards from plain text with a WordPiece vocab"}},
+      {"train", {cmd_train, "pre-train BERT (MLM + NSP) with a DeepSpeed JSON config, like deepspeed_train.py"}},
+      {"convert", {cmd_convert, "convert BERT weights between the kernel layout and Hugging Face names"}},
   };
   return c;
 }

@@ -202,7 +202,7 @@ std::string encoder_param_name(int layer, const std::string& layer_param) {
 std::vector<ModelParamSpec> model_param_specs(const BertShape& s) {
   const int64_t V = s.vocab_size, H = s.hidden_size, P = s.max_position_embeddings, T = s.type_vocab_size;
   std::vector<ModelParamSpec> out;
-  auto add = [&](std::string name, std::vector<int64_t> shape) { out.push_back({std::move(name), std::move(shape)}); };
+  auto add = [&](std::string name, std::vector<int64_t> shape) { out.push_back({std::move(name), std::move(shape), -1, ""}); };
   add("bert.embeddings.word_embeddings.weight", {V, H});
   add("bert.embeddings.position_embeddings.weight", {P, H});
   add("bert.embeddings.token_type_embeddings.weight", {T, H});

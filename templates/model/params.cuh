@@ -1,0 +1,194 @@
+// model/params: parameter and gradient bookkeeping of the CUDA backend, all over fp32 master
+// buffers:
+//   cast_params          dst (T) = src (fp32 master)          master -> layer/head weights
+//   accumulate           dst (fp32) += src (T), acc_add rule   layer / GEMM gradients
+//   colsum_accumulate    dst[c] += Σ_rows src[r, c]            bias gradients (fixed order)
+//   grouped_rows_accumulate  dst[target[g]] += Σ_{r in group g} src[r]  embedding-table
+//                        gradients: the host groups token rows by id, so no atomics and the
+//                        sum is deterministic even for repeated ids
+//   sumsq_partial / reduce_partials  Σ x² in double: grid-stride over a FIXED grid, then one
+//                        block adds the partials in order (deterministic two-stage)
+//   adam_step / lamb_stage1 / lamb_stage2  trainer/optimizer.h's updates in double
+// Grid-stride loops use gridDim.x, so results depend only on the launch's grid size.
+#pragma once
+#include "dskc_config.cuh"
+#include "common/model_util.cuh"
+
+namespace dskc {
+
+struct CastParams {
+  const float* src;  // [n]
+  T* dst;            // [n]
+  unsigned long long n;
+};
+
+struct AccumulateParams {
+  const T* src;  // [n]
+  float* dst;    // [n]
+  unsigned long long n;
+};
+
+struct ColSumParams {
+  const T* src;  // [rows, ld]
+  float* dst;    // [cols]
+  int rows, cols, ld;
+};
+
+struct GroupedRowsParams {
+  const float* src;    // [rows, kH]
+  const int* target;   // [groups] destination row of each group
+  const int* start;    // [groups + 1] group g owns member[start[g] .. start[g+1])
+  const int* member;   // source rows, grouped
+  float* dst;          // [*, kH] fp32 accumulator
+  int groups;
+};
+
+struct SumSqParams {
+  const float* x;  // [n]
+  double* part;    // [gridDim.x]
+  unsigned long long n;
+};
+
+struct ReducePartialsParams {
+  const double* part;  // [parts · stride]
+  double* out;         // [stride]: out[k] = Σ_i part[i·stride + k]
+  int parts, stride;
+};
+
+struct AdamParams {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
+  unsigned long long n;
+};
+
+struct LambParams {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  double* part;  // [parts, 2]: Σ p², Σ u² per block of stage 1
+  double gmul, beta1, beta2, eps, wd, step_size, max_coeff, min_coeff;
+  unsigned long long n;
+  int parts;  // stage 1's grid size
+};
+
+#define DSKC_GRID_STRIDE(i, n)                                                                   \
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(kModelThreads) + threadIdx.x; \
+       i < (n); i += static_cast<unsigned long long>(gridDim.x) * kModelThreads)
+
+__device__ __forceinline__ void cast_params_impl(const CastParams& p) {
+  DSKC_GRID_STRIDE(i, p.n) p.dst[i] = from_f<T>(p.src[i]);
+}
+
+__device__ __forceinline__ void accumulate_impl(const AccumulateParams& p) {
+  DSKC_GRID_STRIDE(i, p.n) acc_add(p.dst + i, to_f(p.src[i]));
+}
+
+__device__ __forceinline__ void colsum_accumulate_impl(const ColSumParams& p) {
+  const int c = blockIdx.x * kModelThreads + threadIdx.x;
+  if (c >= p.cols) return;
+  float s = 0.f;
+  for (int r = 0; r < p.rows; ++r) s += to_f(p.src[static_cast<size_t>(r) * p.ld + c]);
+  acc_add(p.dst + c, s);
+}
+
+template <int kH>
+__device__ __forceinline__ void grouped_rows_accumulate_impl(const GroupedRowsParams& p) {
+  const int g = blockIdx.x;
+  if (g >= p.groups) return;
+  const int i0 = p.start[g], i1 = p.start[g + 1];
+  float* d = p.dst + static_cast<size_t>(p.target[g]) * kH;
+  for (int c = threadIdx.x; c < kH; c += kModelThreads) {
+    float s = 0.f;
+    for (int i = i0; i < i1; ++i) s += p.src[static_cast<size_t>(p.member[i]) * kH + c];
+    acc_add(d + c, s);
+  }
+}
+
+__device__ __forceinline__ void sumsq_partial_impl(const SumSqParams& p) {
+  double s = 0.0;
+  DSKC_GRID_STRIDE(i, p.n) {
+    const double x = p.x[i];
+    s += x * x;
+  }
+  s = model_block_sum(s);
+  if (threadIdx.x == 0) p.part[blockIdx.x] = s;
+}
+
+// One block per output k (gridDim.x == stride).
+__device__ __forceinline__ void reduce_partials_impl(const ReducePartialsParams& p) {
+  const int k = blockIdx.x;
+  double s = 0.0;
+  for (int i = threadIdx.x; i < p.parts; i += kModelThreads) s += p.part[static_cast<size_t>(i) * p.stride + k];
+  s = model_block_sum(s);
+  if (threadIdx.x == 0) p.out[k] = s;
+}
+
+// Adam / AdamW (kAdamW: decoupled decay; else L2: g += wd·p). bc1 and sqrt_bc2 are 1 without
+// bias correction.
+template <bool kAdamW>
+__device__ __forceinline__ void adam_step_impl(const AdamParams& a) {
+  DSKC_GRID_STRIDE(i, a.n) {
+    const double p = a.p[i];
+    double g = a.g[i] * a.gmul;
+    if constexpr (!kAdamW) g += a.wd * p;
+    const double m = a.beta1 * a.m[i] + (1.0 - a.beta1) * g;
+    const double v = a.beta2 * a.v[i] + (1.0 - a.beta2) * g * g;
+    a.m[i] = static_cast<float>(m);
+    a.v[i] = static_cast<float>(v);
+    double u = (m / a.bc1) / (sqrt(v) / a.sqrt_bc2 + a.eps);
+    if constexpr (kAdamW) u += a.wd * p;
+    a.p[i] = static_cast<float>(p - a.lr * u);
+  }
+}
+
+// Lamb stage 1: moments, and per-block Σ p² and Σ u² with u = m/(sqrt(v)+eps) + wd·p.
+__device__ __forceinline__ void lamb_stage1_impl(const LambParams& a) {
+  double ws = 0.0, us = 0.0;
+  DSKC_GRID_STRIDE(i, a.n) {
+    const double p = a.p[i];
+    const double g = a.g[i] * a.gmul;
+    const double m = a.beta1 * a.m[i] + (1.0 - a.beta1) * g;
+    const double v = a.beta2 * a.v[i] + (1.0 - a.beta2) * g * g;
+    a.m[i] = static_cast<float>(m);
+    a.v[i] = static_cast<float>(v);
+    const double u = m / (sqrt(v) + a.eps) + a.wd * p;
+    ws += p * p;
+    us += u * u;
+  }
+  ws = model_block_sum(ws);
+  us = model_block_sum(us);
+  if (threadIdx.x == 0) {
+    a.part[2 * blockIdx.x] = ws;
+    a.part[2 * blockIdx.x + 1] = us;
+  }
+}
+
+// Lamb stage 2: every block adds the partials in the same order (so all agree on the trust
+// ratio), then p -= step_size·trust·u with u from the stored moments.
+__device__ __forceinline__ void lamb_stage2_impl(const LambParams& a) {
+  double ws = 0.0, us = 0.0;
+  for (int i = threadIdx.x; i < a.parts; i += kModelThreads) {
+    ws += a.part[2 * i];
+    us += a.part[2 * i + 1];
+  }
+  ws = model_block_sum(ws);
+  us = model_block_sum(us);
+  double trust = 1.0;
+  if (ws != 0.0 && us != 0.0) {
+    trust = sqrt(ws) / sqrt(us);
+    trust = fmin(fmax(trust, a.min_coeff), a.max_coeff);
+  }
+  DSKC_GRID_STRIDE(i, a.n) {
+    const double p = a.p[i];
+    const double u = static_cast<double>(a.m[i]) / (sqrt(static_cast<double>(a.v[i])) + a.eps) + a.wd * p;
+    a.p[i] = static_cast<float>(p - a.step_size * trust * u);
+  }
+}
+
+#undef DSKC_GRID_STRIDE
+
+}  // namespace dskc

@@ -1,0 +1,307 @@
+// CudaBackend: construction, parameter / optimizer-state / gradient transfer, gradient norms
+// and the optimizer (design in bert_cuda.h; forward_backward is in bert_cuda_step.cpp).
+#include "trainer/bert_cuda.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "compiler/errors.h"
+#include "compiler/model_codegen.h"
+#include "compiler/nvrtc_compile.h"
+#include "runtime/driver.h"
+#include "runtime/host_tensor.h"
+#include "runtime/layer_params.h"
+#include "trainer/bert_cuda_params.h"
+
+namespace dskc {
+namespace {
+constexpr size_t kAlignFloats = 64;  // 256 bytes
+constexpr size_t kAlignBytes = 256;
+constexpr int kPartials = 1024;      // fixed grid of the two-stage reductions
+constexpr unsigned kMaxGrid = 4096;  // grid-stride kernels
+size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+unsigned stride_grid(size_t n) {
+  return static_cast<unsigned>(std::clamp<size_t>((n + kModelBlock - 1) / kModelBlock, 1, kMaxGrid));
+}
+}  // namespace
+
+CUdeviceptr CudaBackend::Growable::ensure(Context& ctx, size_t bytes) {
+  if (buf.bytes() < bytes) {
+    ctx.synchronize();  // kernels in flight may still use the old buffer
+    buf = DeviceBuffer();
+    buf = DeviceBuffer(ctx, align_up(bytes + bytes / 2, kAlignBytes));
+  }
+  return buf.ptr();
+}
+
+CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtype) {
+  ctx_ = std::make_unique<Context>(opt.local_rank >= 0 ? opt.local_rank : -1);
+  eb_ = static_cast<size_t>(dtype_bytes(dtype_));
+  EncoderLayerOptions lo;
+  lo.micro_batch = opt.micro_batch;
+  lo.max_seq_length = opt.max_seq_length;
+  lo.dtype = opt.dtype;
+  lo.attention_dropout_checkpoint = opt.attention_dropout_checkpoint;
+  lo.normalize_invertible = opt.normalize_invertible;
+  lo.gelu_checkpoint = opt.gelu_checkpoint;
+  lo.stochastic_mode = opt.stochastic_mode;
+  lo.seed = opt.seed;
+  lo.local_rank = opt.local_rank;
+  layer_cfg_ = encoder_layer_config(opt.shape, lo, "model config");
+  specs_ = model_param_specs(opt.shape);
+  for (const ParamSpec& p : layer_param_specs(layer_cfg_)) layer_param_names_.push_back(p.name);
+  DSKC_ASSERT(layer_param_names_.size() == kLayerParams, "twelve layer parameters");
+
+  const BertShape& s = opt.shape;
+  layer_idx_.assign(static_cast<size_t>(s.num_hidden_layers), {});
+  size_t woff = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ModelParamSpec& sp = specs_[i];
+    offset_.push_back(total_floats_);
+    total_floats_ += align_up(static_cast<size_t>(sp.numel()), kAlignFloats);
+    if (sp.layer >= 0) {
+      auto it = std::find(layer_param_names_.begin(), layer_param_names_.end(), sp.layer_param);
+      DSKC_ASSERT(it != layer_param_names_.end(), "layer parameter " + sp.layer_param);
+      layer_idx_[static_cast<size_t>(sp.layer)][static_cast<size_t>(it - layer_param_names_.begin())] =
+          static_cast<int>(i);
+      woffset_.push_back(std::numeric_limits<size_t>::max());
+    } else {
+      woffset_.push_back(woff);
+      woff += align_up(static_cast<size_t>(sp.numel()) * eb_, kAlignBytes);
+    }
+  }
+  word_ = index_of("bert.embeddings.word_embeddings.weight");
+  pos_ = index_of("bert.embeddings.position_embeddings.weight");
+  type_ = index_of("bert.embeddings.token_type_embeddings.weight");
+  emb_ln_w_ = index_of("bert.embeddings.LayerNorm.weight");
+  emb_ln_b_ = index_of("bert.embeddings.LayerNorm.bias");
+  if (s.pre_layer_norm) {
+    final_ln_w_ = index_of("bert.encoder.FinalLayerNorm.weight");
+    final_ln_b_ = index_of("bert.encoder.FinalLayerNorm.bias");
+  }
+  pool_w_ = index_of("bert.pooler.dense.weight");
+  pool_b_ = index_of("bert.pooler.dense.bias");
+  tr_w_ = index_of("cls.predictions.transform.dense.weight");
+  tr_b_ = index_of("cls.predictions.transform.dense.bias");
+  tr_ln_w_ = index_of("cls.predictions.transform.LayerNorm.weight");
+  tr_ln_b_ = index_of("cls.predictions.transform.LayerNorm.bias");
+  dec_b_ = index_of("cls.predictions.bias");
+  nsp_w_ = index_of("cls.seq_relationship.weight");
+  nsp_b_ = index_of("cls.seq_relationship.bias");
+
+  // The model module (embeddings, heads, accumulation, optimizer).
+  ModelModuleConfig mc;
+  mc.dtype = dtype_;
+  mc.hidden_size = s.hidden_size;
+  mc.layer_norm_eps = s.layer_norm_eps;
+  mc.hidden_dropout = s.hidden_dropout_prob;
+  mc.gelu = s.gelu;
+  mc.embedding_stream = kStreamEmbeddingOutput;
+  CompileOptions co;
+  co.arch = detect_gpu_arch(ctx_->device()).value_or("sm_90");
+  const GeneratedModelModule gen = emit_model_module(mc, co.arch, nvrtc_options(co));
+  const CompiledModule cm = nvrtc_compile(gen.source, "dskc_model.cu", co);
+  module_ = std::make_unique<LoadedModule>(*ctx_, cm.image);
+  gemm_ = std::make_unique<Gemm>(*ctx_, dtype_, false);
+
+  for (int i = 0; i < s.num_hidden_layers; ++i) {
+    LayerOptions lopt;
+    lopt.layer_id = static_cast<uint32_t>(i);
+    layers_.push_back(std::make_unique<TransformerLayer>(*ctx_, layer_cfg_, lopt));
+  }
+
+  const size_t H = static_cast<size_t>(s.hidden_size), V = static_cast<size_t>(s.vocab_size);
+  const size_t rows = static_cast<size_t>(opt.micro_batch) * opt.max_seq_length, Bm = opt.micro_batch;
+  vocab_pad_ = static_cast<int>(align_up(V, 8));
+  const size_t fbytes = total_floats_ * 4;
+  master_ = DeviceBuffer(*ctx_, fbytes);
+  grads_ = DeviceBuffer(*ctx_, fbytes);
+  exp_avg_ = DeviceBuffer(*ctx_, fbytes);
+  exp_avg_sq_ = DeviceBuffer(*ctx_, fbytes);
+  weights_ = DeviceBuffer(*ctx_, woff);
+  for (int i = 0; i <= s.num_hidden_layers; ++i) acts_.emplace_back(*ctx_, rows * H * eb_);
+  dgrad_a_ = DeviceBuffer(*ctx_, rows * H * eb_);
+  dgrad_b_ = DeviceBuffer(*ctx_, rows * H * eb_);
+  if (s.pre_layer_norm) final_out_ = DeviceBuffer(*ctx_, rows * H * eb_);
+  emb_sum_ = DeviceBuffer(*ctx_, rows * H * 4);
+  emb_dsum_ = DeviceBuffer(*ctx_, rows * H * 4);
+  stats_ = DeviceBuffer(*ctx_, 4 * rows * 4);  // emb mean, emb rstd, final mean, final rstd
+  mask_ = DeviceBuffer(*ctx_, align_up(rows * eb_, kAlignBytes));
+  // cls, pooled, dpooled, dcls [Bm, H] (dtype), then nsp loss [Bm] and dl [Bm, 2] (fp32)
+  nsp_bufs_ = DeviceBuffer(*ctx_, align_up(4 * Bm * H * eb_, kAlignBytes) + 3 * Bm * 4);
+  partials_ = DeviceBuffer(*ctx_, (2 * kPartials + 8) * sizeof(double));
+  wgrad_.ensure(*ctx_, std::max(V, H) * H * eb_);
+  for (DeviceBuffer* b : {&master_, &grads_, &exp_avg_, &exp_avg_sq_, &weights_})
+    DSKC_CU(cuMemsetD8Async(b->ptr(), 0, b->bytes(), ctx_->stream()));
+  sync_compute_params();
+  ctx_->synchronize();
+}
+
+CudaBackend::~CudaBackend() {
+  try {
+    if (ctx_) ctx_->synchronize();
+  } catch (...) {
+  }
+  // Members that allocate through the Context go before it.
+  layers_.clear();
+  gemm_.reset();
+  module_.reset();
+}
+
+int CudaBackend::index_of(const std::string& name) const {
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].name == name) return static_cast<int>(i);
+  DSKC_ASSERT(false, "unknown parameter " + name);
+  return -1;
+}
+
+CUdeviceptr CudaBackend::weight(int idx) const {
+  const size_t off = woffset_[static_cast<size_t>(idx)];
+  DSKC_ASSERT(off != std::numeric_limits<size_t>::max(), "no head weight copy of " + specs_[idx].name);
+  return weights_.ptr() + off;
+}
+
+std::string CudaBackend::name() const {
+  return fmt::format("cuda ({}, {}, {})",
+                     opt_.transformer_kernel ? "DeepSpeed transformer kernel layer (JIT)"
+                                             : "JIT layer: same math as the plain BertLayer",
+                     dtype_name(dtype_), ctx_->device_name());
+}
+
+void CudaBackend::launch(const char* kernel, unsigned grid, const void* params) {
+  if (grid == 0) return;
+  CUfunction f = module_->function(kernel);
+  void* args[] = {const_cast<void*>(params)};
+  DSKC_CU(cuLaunchKernel(f, grid, 1, 1, kModelBlock, 1, 1, 0, ctx_->stream(), args, nullptr));
+}
+
+void CudaBackend::sync_compute_params() {
+  ctx_->make_current();
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ModelParamSpec& sp = specs_[i];
+    const CUdeviceptr dst = sp.layer >= 0 ? layers_[static_cast<size_t>(sp.layer)]->param(sp.layer_param)
+                                          : weight(static_cast<int>(i));
+    mkp::Cast p{reinterpret_cast<const float*>(master(static_cast<int>(i))), reinterpret_cast<void*>(dst),
+                static_cast<uint64_t>(sp.numel())};
+    launch("model_cast_params", stride_grid(p.n), &p);
+  }
+}
+
+ParamMap CudaBackend::download_all(const DeviceBuffer& buf, const std::string& prefix) const {
+  const std::vector<float> all = download(*ctx_, buf.ptr(), total_floats_, DType::F32);
+  ParamMap out;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const auto* b = all.data() + offset_[i];
+    out[prefix + specs_[i].name] = std::vector<float>(b, b + specs_[i].numel());
+  }
+  return out;
+}
+
+void CudaBackend::upload_all(DeviceBuffer& buf, const ParamMap& host, const std::string& prefix) {
+  std::vector<float> all(total_floats_, 0.0f);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const std::vector<float>& v = host.at(prefix + specs_[i].name);
+    std::copy(v.begin(), v.end(), all.begin() + static_cast<std::ptrdiff_t>(offset_[i]));
+  }
+  upload(*ctx_, buf.ptr(), all, DType::F32);
+}
+
+void CudaBackend::import_params(const ParamMap& params, const std::string& source) {
+  check_param_map(params, specs_, source);
+  ctx_->make_current();
+  upload_all(master_, params, "");
+  sync_compute_params();
+  ctx_->synchronize();
+}
+
+ParamMap CudaBackend::export_params() const { return download_all(master_); }
+
+void CudaBackend::import_optimizer_state(const ParamMap& state, const std::string& source) {
+  std::vector<ModelParamSpec> both;
+  for (const ModelParamSpec& s : specs_) {
+    both.push_back({exp_avg_name(s.name), s.shape, -1, ""});
+    both.push_back({exp_avg_sq_name(s.name), s.shape, -1, ""});
+  }
+  check_param_map(state, both, source);
+  ctx_->make_current();
+  upload_all(exp_avg_, state, "exp_avg.");
+  upload_all(exp_avg_sq_, state, "exp_avg_sq.");
+}
+
+ParamMap CudaBackend::export_optimizer_state() const {
+  ParamMap out = download_all(exp_avg_, "exp_avg.");
+  ParamMap sq = download_all(exp_avg_sq_, "exp_avg_sq.");
+  out.merge(sq);
+  return out;
+}
+
+void CudaBackend::zero_grads() {
+  ctx_->make_current();
+  DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
+}
+
+ParamMap CudaBackend::export_grads() const { return download_all(grads_); }
+
+void CudaBackend::inject_grad_overflow() {
+  ctx_->make_current();
+  const float inf = std::numeric_limits<float>::infinity();
+  DSKC_CU(cuMemcpyHtoDAsync(grad(0), &inf, sizeof(inf), ctx_->stream()));
+  ctx_->synchronize();
+}
+
+double CudaBackend::sum_squares(CUdeviceptr x, size_t n) {
+  ctx_->make_current();
+  double* part = reinterpret_cast<double*>(partials_.ptr());
+  mkp::SumSq p{reinterpret_cast<const float*>(x), part, static_cast<uint64_t>(n)};
+  launch("model_sumsq_partial", kPartials, &p);
+  mkp::ReducePartials r{part, part + 2 * kPartials, kPartials, 1};
+  launch("model_reduce_partials", 1, &r);
+  double out = 0;
+  DSKC_CU(cuMemcpyDtoHAsync(&out, reinterpret_cast<CUdeviceptr>(part + 2 * kPartials), sizeof(out), ctx_->stream()));
+  ctx_->synchronize();
+  return out;
+}
+
+// Σ g² in double is finite iff every element is: |g| <= FLT_MAX gives g² <= 1.2e77, and the
+// sum of fewer than 2^60 such terms stays below DBL_MAX.
+bool CudaBackend::grads_finite() { return std::isfinite(sum_squares(grads_.ptr(), total_floats_)); }
+
+double CudaBackend::grad_norm(double grad_scale) {
+  return std::sqrt(sum_squares(grads_.ptr(), total_floats_)) / grad_scale;
+}
+
+void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) {
+  ctx_->make_current();
+  const double gmul = a.clip_coef / a.grad_scale;
+  const double t = static_cast<double>(a.step);
+  const double bc1 = s.bias_correction ? 1.0 - std::pow(s.beta1, t) : 1.0;
+  const double bc2 = s.bias_correction ? 1.0 - std::pow(s.beta2, t) : 1.0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const int idx = static_cast<int>(i);
+    const double wd = specs_[i].weight_decay() ? s.weight_decay : 0.0;
+    const uint64_t n = numel(idx);
+    float* p = reinterpret_cast<float*>(master(idx));
+    const float* g = reinterpret_cast<const float*>(grad(idx));
+    float* m = reinterpret_cast<float*>(exp_avg_.ptr() + offset_[i] * 4);
+    float* v = reinterpret_cast<float*>(exp_avg_sq_.ptr() + offset_[i] * 4);
+    if (s.type == OptimizerType::Lamb) {
+      const int parts = static_cast<int>(std::min<size_t>((n + kModelBlock - 1) / kModelBlock, kPartials));
+      const double step_size = s.bias_correction ? a.lr * std::sqrt(bc2) / bc1 : a.lr;
+      mkp::Lamb l{p, g, m, v, reinterpret_cast<double*>(partials_.ptr()), gmul, s.beta1, s.beta2, s.eps, wd,
+                  step_size, s.max_coeff, s.min_coeff, n, parts};
+      launch("model_lamb_stage1", static_cast<unsigned>(parts), &l);
+      launch("model_lamb_stage2", stride_grid(n), &l);
+    } else {
+      const bool adamw = s.type == OptimizerType::AdamW || s.adam_w_mode;
+      mkp::Adam ad{p, g, m, v, gmul, s.beta1, s.beta2, bc1, std::sqrt(bc2), s.eps, a.lr, wd, n};
+      launch(adamw ? "model_adamw_step" : "model_adam_step", stride_grid(n), &ad);
+    }
+  }
+  sync_compute_params();
+  ctx_->synchronize();
+}
+
+}  // namespace dskc

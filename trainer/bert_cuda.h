@@ -1,0 +1,111 @@
+// CudaBackend: BERT pre-training on one GPU (TrainBackend; contract in backend.h), computing
+// what CpuBackend computes: same parameters, losses, Philox dropout masks and gradient
+// definition, in the configured dtype.
+//
+// Layout: every parameter has an fp32 master copy, an fp32 gradient accumulator and two fp32
+// moments, each one flat device buffer with the same per-tensor offsets (model_param_specs
+// order, 256-byte aligned; gaps stay zero). Compute copies in the dtype: the encoder layers'
+// own parameter buffers (dskc::TransformerLayer, layer_id = i) and one buffer of head /
+// embedding weights; both are refreshed from the masters (cast kernel) after import and after
+// every optimizer step. A layer's backward overwrites its gradient buffers, so they are added
+// into the fp32 accumulators right after it (accumulation over micro-batches).
+//
+// Model-level kernels come from one NVRTC-compiled "model module" (compiler/model_codegen.h,
+// templates/model/*.cuh), built at construction; GEMMs of the heads run in cuBLASLt
+// (runtime/gemm.h) in the dtype with fp32 accumulation.
+//
+// Precision: fp16/bf16 activations and activation gradients, fp32 LayerNorm statistics and
+// embedding sums, fp32 accumulators rounded to the dtype after every add (as CpuBackend does,
+// so a loss-scaled fp16 overflow leaves inf), fp32 masters and moments, optimizer arithmetic in
+// double. Determinism: no atomics anywhere; every reduction has a fixed order, and the embedding
+// table gradients are grouped by token id on the host (CSR) so repeated ids add in a fixed
+// order: forward_backward is bitwise reproducible run to run (stochastic_mode aside, which lets
+// the layers autotune their GEMMs).
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/context.h"
+#include "runtime/gemm.h"
+#include "runtime/transformer_layer.h"
+#include "trainer/backend.h"
+
+namespace dskc {
+
+class CudaBackend : public TrainBackend {
+ public:
+  // Error(Device) "no CUDA device: ..." without a GPU (from Context); Error(Config) for a bad
+  // shape; Error(Compile) if the model module does not build.
+  explicit CudaBackend(const BackendOptions& opt);
+  ~CudaBackend() override;
+
+  std::string name() const override;
+  void import_params(const ParamMap& params, const std::string& source) override;
+  ParamMap export_params() const override;
+  void import_optimizer_state(const ParamMap& state, const std::string& source) override;
+  ParamMap export_optimizer_state() const override;
+  void zero_grads() override;
+  StepLoss forward_backward(const Batch& batch, const MicroStep& m) override;
+  bool grads_finite() override;
+  double grad_norm(double grad_scale) override;
+  void optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) override;
+  ParamMap export_grads() const override;
+  void inject_grad_overflow() override;
+
+  Context& context() { return *ctx_; }
+
+ private:
+  static constexpr int kLayerParams = 12;
+
+  // A device buffer that grows on demand (synchronizing before it frees the old one).
+  struct Growable {
+    DeviceBuffer buf;
+    CUdeviceptr ensure(Context& ctx, size_t bytes);
+  };
+
+  void launch(const char* kernel, unsigned grid, const void* params);
+  void sync_compute_params();  // masters -> layer and head weights (dtype)
+  void check_batch(const Batch& b) const;
+  int index_of(const std::string& name) const;
+  CUdeviceptr master(int idx) const { return master_.ptr() + offset_[idx] * 4; }
+  CUdeviceptr grad(int idx) const { return grads_.ptr() + offset_[idx] * 4; }
+  CUdeviceptr weight(int idx) const;  // dtype copy of a non-encoder parameter
+  size_t numel(int idx) const { return static_cast<size_t>(specs_[idx].numel()); }
+  ParamMap download_all(const DeviceBuffer& buf, const std::string& prefix_avg = "") const;
+  void upload_all(DeviceBuffer& buf, const ParamMap& host, const std::string& prefix);
+  double sum_squares(CUdeviceptr x, size_t n);  // deterministic Σ x² in double
+  // forward_backward pieces (bert_cuda_step.cpp)
+  void accumulate(CUdeviceptr src_dtype, int idx);
+  void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n);
+  void colsum(CUdeviceptr src, int rows, int cols, int ld, int idx);
+  void gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias = 0);
+
+  BackendOptions opt_;
+  DType dtype_;
+  size_t eb_ = 4;  // bytes per dtype element
+  LayerConfig layer_cfg_;
+  std::vector<ModelParamSpec> specs_;
+  std::vector<size_t> offset_;        // in floats, into master_/grads_/exp_avg_/exp_avg_sq_
+  std::vector<size_t> woffset_;       // in bytes into weights_ (non-encoder params), SIZE_MAX else
+  size_t total_floats_ = 0;
+  std::vector<std::array<int, kLayerParams>> layer_idx_;
+  std::vector<std::string> layer_param_names_;
+  int word_ = -1, pos_ = -1, type_ = -1, emb_ln_w_ = -1, emb_ln_b_ = -1, final_ln_w_ = -1, final_ln_b_ = -1,
+      pool_w_ = -1, pool_b_ = -1, tr_w_ = -1, tr_b_ = -1, tr_ln_w_ = -1, tr_ln_b_ = -1, dec_b_ = -1, nsp_w_ = -1,
+      nsp_b_ = -1;
+
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<LoadedModule> module_;
+  std::unique_ptr<Gemm> gemm_;
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  DeviceBuffer master_, grads_, exp_avg_, exp_avg_sq_, weights_;
+  // Activations at max batch × max seq: acts_[i] is layer i's input (acts_[N] the encoder output).
+  std::vector<DeviceBuffer> acts_;
+  DeviceBuffer dgrad_a_, dgrad_b_, final_out_, emb_sum_, emb_dsum_, stats_, mask_, nsp_bufs_, partials_;
+  Growable ints_, mlm_, wgrad_;
+  int vocab_pad_ = 0;  // logits row stride (vocab rounded up to 8 elements: aligned rows)
+};
+
+}  // namespace dskc

@@ -1,0 +1,285 @@
+// CudaBackend::forward_backward: one micro-batch through embeddings, the JIT encoder, the
+// final LayerNorm (Pre-LN), the MLM and NSP heads, the losses, and back (the same math as
+// CpuBackend::forward_backward; the comments name its steps). Host work per call: batch
+// validation, the index tables (masked positions, [CLS] rows, the embedding-gradient groups)
+// uploaded in one copy, and the loss download at the end.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "compiler/errors.h"
+#include "compiler/model_codegen.h"
+#include "runtime/driver.h"
+#include "runtime/host_tensor.h"
+#include "trainer/bert_cuda.h"
+#include "trainer/bert_cuda_params.h"
+
+namespace dskc {
+namespace {
+
+constexpr double kMaskedScore = -10000.0;
+constexpr size_t kAlignBytes = 256;
+size_t align_up(size_t x) { return (x + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
+unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + kModelBlock - 1) / kModelBlock); }
+
+// Rows grouped by key (ascending key, rows ascending within a group): target[g], start[g..g+1],
+// member[] — the CSR the grouped-rows kernel walks.
+struct Groups {
+  std::vector<int32_t> target, start, member;
+};
+Groups group_rows(const std::vector<int32_t>& key) {
+  Groups g;
+  g.member.resize(key.size());
+  std::iota(g.member.begin(), g.member.end(), 0);
+  std::stable_sort(g.member.begin(), g.member.end(), [&](int32_t a, int32_t b) { return key[a] < key[b]; });
+  for (size_t i = 0; i < g.member.size(); ++i) {
+    if (i == 0 || key[g.member[i]] != key[g.member[i - 1]]) {
+      g.target.push_back(key[g.member[i]]);
+      g.start.push_back(static_cast<int32_t>(i));
+    }
+  }
+  g.start.push_back(static_cast<int32_t>(g.member.size()));
+  return g;
+}
+
+}  // namespace
+
+void CudaBackend::check_batch(const Batch& b) const {
+  const BertShape& s = opt_.shape;
+  auto fail = [](const std::string& msg) { throw Error(ErrorKind::Input, "batch: " + msg); };
+  if (b.batch < 1 || b.batch > opt_.micro_batch)
+    fail(fmt::format("batch of {} sequences; the backend takes 1 to {} (the micro batch)", b.batch, opt_.micro_batch));
+  if (b.seq_len < 1 || b.seq_len > opt_.max_seq_length || b.seq_len > s.max_position_embeddings)
+    fail(fmt::format("sequence length {} exceeds max_seq_length {} or max_position_embeddings {}", b.seq_len,
+                     opt_.max_seq_length, s.max_position_embeddings));
+  const size_t tokens = static_cast<size_t>(b.batch) * b.seq_len, preds = static_cast<size_t>(b.batch) * b.max_pred;
+  if (b.input_ids.size() != tokens || b.input_mask.size() != tokens || b.segment_ids.size() != tokens ||
+      b.masked_lm_positions.size() != preds || b.masked_lm_ids.size() != preds ||
+      b.next_sentence_labels.size() != static_cast<size_t>(b.batch))
+    fail("tensor sizes do not match batch, seq_len and max_pred");
+  for (size_t i = 0; i < tokens; ++i) {
+    if (b.input_ids[i] < 0 || b.input_ids[i] >= s.vocab_size)
+      fail(fmt::format("token id {} is outside the model's vocab_size {}", b.input_ids[i], s.vocab_size));
+    if (b.segment_ids[i] < 0 || b.segment_ids[i] >= s.type_vocab_size)
+      fail(fmt::format("segment id {} is outside type_vocab_size {}", b.segment_ids[i], s.type_vocab_size));
+  }
+  for (size_t i = 0; i < preds; ++i) {
+    if (b.masked_lm_positions[i] < 0 || b.masked_lm_positions[i] >= b.seq_len)
+      fail(fmt::format("masked position {} is outside the sequence length {}", b.masked_lm_positions[i], b.seq_len));
+    if (b.masked_lm_ids[i] < 0 || b.masked_lm_ids[i] >= s.vocab_size)
+      fail(fmt::format("masked_lm_id {} is outside the model's vocab_size {}", b.masked_lm_ids[i], s.vocab_size));
+  }
+  for (int32_t l : b.next_sentence_labels)
+    if (l != 0 && l != 1) fail(fmt::format("next_sentence_label {} is not 0 or 1", l));
+}
+
+void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n) {
+  mkp::Accumulate p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(dst), static_cast<uint64_t>(n)};
+  launch("model_accumulate", std::min(blocks_for(n), 4096u), &p);
+}
+
+void CudaBackend::accumulate(CUdeviceptr src, int idx) { accumulate_n(src, grad(idx), numel(idx)); }
+
+void CudaBackend::colsum(CUdeviceptr src, int rows, int cols, int ld, int idx) {
+  mkp::ColSum p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(grad(idx)), rows, cols, ld};
+  launch("model_colsum_accumulate", blocks_for(static_cast<size_t>(cols)), &p);
+}
+
+void CudaBackend::gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias) {
+  gemm_->run(s, a, b, c, 1.f, 0.f, bias);
+}
+
+StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
+  check_batch(batch);
+  ctx_->make_current();
+  const BertShape& shape = opt_.shape;
+  const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
+  const int rows = B * S, Vp = vocab_pad_, N = shape.num_hidden_layers;
+  const size_t eb = eb_, hbytes = static_cast<size_t>(H) * eb;
+  const double coef = m.loss_scale / m.accumulation;
+  const kp::DropoutArgs rng{opt_.seed, 0, m.rng_step};
+  auto P_ = [](CUdeviceptr x) { return reinterpret_cast<void*>(x); };
+  auto F_ = [](CUdeviceptr x) { return reinterpret_cast<float*>(x); };
+  auto I_ = [](CUdeviceptr x) { return reinterpret_cast<const int*>(x); };
+
+  // ---- host index tables, one upload
+  std::vector<int32_t> pred_rows, pred_labels, pred_start{0}, cls_rows;
+  for (int b = 0; b < B; ++b) {
+    for (int k = 0; k < P; ++k) {
+      const int p = batch.masked_lm_positions[static_cast<size_t>(b) * P + k];
+      if (p == 0) break;  // the first 0 ends the sample's predictions
+      pred_rows.push_back(b * S + p);
+      pred_labels.push_back(batch.masked_lm_ids[static_cast<size_t>(b) * P + k]);
+    }
+    pred_start.push_back(static_cast<int32_t>(pred_rows.size()));
+    cls_rows.push_back(b * S);
+  }
+  const int M = static_cast<int>(pred_rows.size());
+  std::vector<int32_t> pos_key(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) pos_key[r] = r % S;
+  const Groups g_word = group_rows(batch.input_ids), g_pos = group_rows(pos_key), g_type = group_rows(batch.segment_ids);
+  std::vector<int32_t> ints;
+  auto put = [&](const std::vector<int32_t>& v) {
+    const size_t at = ints.size();
+    ints.insert(ints.end(), v.begin(), v.end());
+    ints.resize(align_up(ints.size() * 4) / 4, 0);
+    return at;
+  };
+  const size_t o_ids = put(batch.input_ids), o_seg = put(batch.segment_ids), o_prow = put(pred_rows),
+               o_plab = put(pred_labels), o_pstart = put(pred_start), o_nsp = put(batch.next_sentence_labels),
+               o_cls = put(cls_rows);
+  size_t o_groups[3][3];
+  const Groups* groups[3] = {&g_word, &g_pos, &g_type};
+  for (int i = 0; i < 3; ++i) {
+    o_groups[i][0] = put(groups[i]->target);
+    o_groups[i][1] = put(groups[i]->start);
+    o_groups[i][2] = put(groups[i]->member);
+  }
+  const CUdeviceptr ib = ints_.ensure(*ctx_, ints.size() * 4);
+  auto at = [&](size_t o) { return ib + o * 4; };
+  DSKC_CU(cuMemcpyHtoDAsync(ib, ints.data(), ints.size() * 4, ctx_->stream()));
+  std::vector<float> maskv(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) maskv[r] = batch.input_mask[r] ? 0.f : static_cast<float>(kMaskedScore);
+  upload(*ctx_, mask_.ptr(), maskv, dtype_);  // synchronizes: `ints` may go out of scope after
+
+  // ---- per-call buffers: MLM [M, ...] (grown on demand), fixed-size ones carved from members
+  const size_t mh = align_up(static_cast<size_t>(std::max(M, 1)) * hbytes);
+  const size_t mlog = align_up(static_cast<size_t>(std::max(M, 1)) * Vp * eb);
+  const size_t mf = align_up(static_cast<size_t>(std::max(M, 1)) * 4);
+  const CUdeviceptr mb = mlm_.ensure(*ctx_, 5 * mh + mlog + 3 * mf);
+  const CUdeviceptr hm = mb, t = mb + mh, gl = mb + 2 * mh, u = mb + 3 * mh, du = mb + 4 * mh, logits = mb + 5 * mh;
+  const CUdeviceptr u_mean = logits + mlog, u_rstd = u_mean + mf, row_loss = u_rstd + mf;
+  const size_t rows_max = static_cast<size_t>(opt_.micro_batch) * opt_.max_seq_length;
+  const CUdeviceptr emb_mean = stats_.ptr(), emb_rstd = emb_mean + rows_max * 4, fin_mean = emb_rstd + rows_max * 4,
+                    fin_rstd = fin_mean + rows_max * 4;
+  const size_t bh = static_cast<size_t>(opt_.micro_batch) * hbytes;
+  const CUdeviceptr cls = nsp_bufs_.ptr(), pooled = cls + bh, dpooled = pooled + bh, dcls = dpooled + bh;
+  const CUdeviceptr nsp_loss = nsp_bufs_.ptr() + align_up(4 * bh), nsp_dl = nsp_loss + opt_.micro_batch * 4;
+  const CUdeviceptr wtmp = wgrad_.buf.ptr();
+
+  // ---- embeddings: LN(word[id] + pos[s] + type[seg]), then dropout (stream 4, layer 0)
+  {
+    mkp::EmbeddingFwd p{I_(at(o_ids)), I_(at(o_seg)), P_(weight(word_)), P_(weight(pos_)), P_(weight(type_)),
+                        P_(weight(emb_ln_w_)), P_(weight(emb_ln_b_)), F_(emb_sum_.ptr()), F_(emb_mean), F_(emb_rstd),
+                        P_(acts_[0].ptr()), rng, rows, S};
+    launch("model_embedding_fwd", static_cast<unsigned>(rows), &p);
+  }
+  // ---- encoder
+  for (int l = 0; l < N; ++l) layers_[l]->forward(acts_[l].ptr(), mask_.ptr(), acts_[l + 1].ptr(), B, S, m.rng_step);
+  const CUdeviceptr x_out = acts_[static_cast<size_t>(N)].ptr();
+  CUdeviceptr y = x_out;
+  if (final_ln_w_ >= 0) {
+    y = final_out_.ptr();
+    mkp::LnFwd p{P_(x_out), P_(weight(final_ln_w_)), P_(weight(final_ln_b_)), P_(y), F_(fin_mean), F_(fin_rstd), rows};
+    launch("model_layernorm_fwd", static_cast<unsigned>(rows), &p);
+  }
+
+  // ---- MLM head at the real predictions
+  if (M > 0) {
+    mkp::GatherRows gr{P_(y), I_(at(o_prow)), P_(hm), M};
+    launch("model_gather_rows", static_cast<unsigned>(M), &gr);
+    // t = hm·trᵀ + b; g = GELU(t); u = LN(g); logits = u·wordᵀ + dec_b       [M,H], [M,V] (ld Vp)
+    gemm({false, true, M, H, H, H, H, H}, hm, weight(tr_w_), t, weight(tr_b_));
+    mkp::Activation ga{P_(t), P_(gl), static_cast<uint64_t>(M) * H};
+    launch("model_gelu_fwd", std::min(blocks_for(ga.n), 4096u), &ga);
+    mkp::LnFwd ln{P_(gl), P_(weight(tr_ln_w_)), P_(weight(tr_ln_b_)), P_(u), F_(u_mean), F_(u_rstd), M};
+    launch("model_layernorm_fwd", static_cast<unsigned>(M), &ln);
+    gemm({false, true, M, V, H, H, H, Vp}, u, weight(word_), logits, weight(dec_b_));
+    // loss rows and dlogits = (softmax − onehot)·coef/M, in place
+    mkp::Xent xe{P_(logits), I_(at(o_plab)), F_(row_loss), static_cast<float>(coef / M), M, V, Vp};
+    launch("model_xent", static_cast<unsigned>(M), &xe);
+    // decoder backward: du = dlogits·word; dword += dlogitsᵀ·u; ddec_b += Σ dlogits
+    gemm({false, false, M, H, V, Vp, H, H}, logits, weight(word_), du);
+    gemm({true, false, V, H, M, Vp, H, H}, logits, u, wtmp);
+    accumulate(wtmp, word_);
+    colsum(logits, M, V, Vp, dec_b_);
+    // transform LayerNorm + GELU backward: du -> dt (in place)
+    mkp::LnParamGrad lpg{P_(du), P_(gl), F_(u_mean), F_(u_rstd), F_(grad(tr_ln_w_)), F_(grad(tr_ln_b_)), M};
+    launch("model_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
+    mkp::LnBwd lb{P_(du), P_(gl), F_(u_mean), F_(u_rstd), P_(weight(tr_ln_w_)), P_(t), P_(du), {}, M};
+    launch("model_layernorm_gelu_bwd", static_cast<unsigned>(M), &lb);
+    // dense backward: dtr_w += dtᵀ·hm; dtr_b += Σ dt; dhm = dt·tr_w (into gl)
+    gemm({true, false, H, H, M, H, H, H}, du, hm, wtmp);
+    accumulate(wtmp, tr_w_);
+    colsum(du, M, H, H, tr_b_);
+    gemm({false, false, M, H, H, H, H, H}, du, weight(tr_w_), gl);
+  }
+
+  // ---- NSP head: classifier(tanh(pooler(h_[CLS])))
+  {
+    mkp::GatherRows gr{P_(y), I_(at(o_cls)), P_(cls), B};
+    launch("model_gather_rows", static_cast<unsigned>(B), &gr);
+    gemm({false, true, B, H, H, H, H, H}, cls, weight(pool_w_), pooled, weight(pool_b_));
+    mkp::Activation ta{P_(pooled), P_(pooled), static_cast<uint64_t>(B) * H};
+    launch("model_tanh_fwd", std::min(blocks_for(ta.n), 4096u), &ta);
+    mkp::Nsp ns{P_(pooled), P_(weight(nsp_w_)), P_(weight(nsp_b_)), I_(at(o_nsp)), F_(nsp_loss), F_(nsp_dl),
+                P_(dpooled), static_cast<float>(coef / B), B};
+    launch("model_nsp", static_cast<unsigned>(B), &ns);
+    mkp::NspParamGrad npg{P_(pooled), F_(nsp_dl), F_(grad(nsp_w_)), F_(grad(nsp_b_)), B};
+    launch("model_nsp_param_grad", blocks_for(static_cast<size_t>(H)), &npg);
+    gemm({true, false, H, H, B, H, H, H}, dpooled, cls, wtmp);
+    accumulate(wtmp, pool_w_);
+    colsum(dpooled, B, H, H, pool_b_);
+    gemm({false, false, B, H, H, H, H, H}, dpooled, weight(pool_w_), dcls);
+  }
+
+  // ---- gradient wrt the encoder output (after the final LN): [CLS] rows and masked rows
+  CUdeviceptr cur = dgrad_a_.ptr(), other = dgrad_b_.ptr();
+  DSKC_CU(cuMemsetD8Async(cur, 0, static_cast<size_t>(rows) * hbytes, ctx_->stream()));
+  {
+    mkp::HeadScatter hs{P_(cur), P_(dcls), P_(gl), I_(at(o_pstart)), I_(at(o_prow)), S};
+    launch("model_head_grad_scatter", static_cast<unsigned>(B), &hs);
+  }
+  if (final_ln_w_ >= 0) {
+    mkp::LnParamGrad lpg{P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd), F_(grad(final_ln_w_)), F_(grad(final_ln_b_)),
+                         rows};
+    launch("model_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
+    mkp::LnBwd lb{P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd), P_(weight(final_ln_w_)), nullptr, P_(other), {}, rows};
+    launch("model_layernorm_bwd", static_cast<unsigned>(rows), &lb);
+    std::swap(cur, other);
+  }
+
+  // ---- encoder backward; each layer's gradients (overwritten per call) go into the accumulators
+  for (int l = N - 1; l >= 0; --l) {
+    layers_[l]->backward(cur, other);
+    for (int k = 0; k < kLayerParams; ++k)
+      accumulate(layers_[l]->grad(layer_param_names_[k]), layer_idx_[static_cast<size_t>(l)][k]);
+    std::swap(cur, other);
+  }
+
+  // ---- embeddings backward: dropout, LayerNorm, then the three tables (grouped by row key)
+  {
+    mkp::LnBwd lb{P_(cur), P_(emb_sum_.ptr()), F_(emb_mean), F_(emb_rstd), P_(weight(emb_ln_w_)), nullptr,
+                  P_(emb_dsum_.ptr()), rng, rows};
+    launch("model_embedding_layernorm_bwd", static_cast<unsigned>(rows), &lb);
+    mkp::LnParamGrad lpg{P_(cur), P_(emb_sum_.ptr()), F_(emb_mean), F_(emb_rstd), F_(grad(emb_ln_w_)),
+                         F_(grad(emb_ln_b_)), rows};
+    launch("model_embedding_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
+    const int table[3] = {word_, pos_, type_};
+    for (int i = 0; i < 3; ++i) {
+      const int n_groups = static_cast<int>(groups[i]->target.size());
+      mkp::GroupedRows gp{F_(emb_dsum_.ptr()), I_(at(o_groups[i][0])), I_(at(o_groups[i][1])),
+                          I_(at(o_groups[i][2])), F_(grad(table[i])), n_groups};
+      launch("model_grouped_rows_accumulate", static_cast<unsigned>(n_groups), &gp);
+    }
+  }
+
+  // ---- losses (the only device -> host copies of the step)
+  StepLoss loss;
+  loss.predictions = M;
+  loss.sequences = B;
+  if (M > 0) {
+    const std::vector<float> l = download(*ctx_, row_loss, static_cast<size_t>(M), DType::F32);
+    double s = 0;
+    for (float v : l) s += v;
+    loss.mlm_loss = s / M;
+  }
+  const std::vector<float> nl = download(*ctx_, nsp_loss, static_cast<size_t>(B), DType::F32);
+  double s = 0;
+  for (float v : nl) s += v;
+  loss.nsp_loss = s / B;
+  return loss;
+}
+
+}  // namespace dskc
