@@ -17,14 +17,14 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Test #" "$OUT/ctest_gpu.log" | h
 step "guide command, tiny model, kernel vs plain layer"
 for k in --deepspeed_transformer_kernel ""; do
   d=$OUT/tiny${k:+_kernel}
-  build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_tiny_config.json \
+  timeout 120 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_tiny_config.json \
     --cf examples/bert_tiny_model.json --train_batch_size 8 --max_seq_length 128 --gradient_accumulation_steps 2 \
     --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 30 --print_steps 10 $k --output_dir "$d" \
     --backend cuda > "$d.log" 2>&1
   echo "rc=$? $k"; grep -E "step +(10|20|30)|error" "$d.log" | tail -4
 done
 step "BERT-Large seq 128, micro-batch 64, fp16: dskc train"
-build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+timeout 300 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
   --cf examples/bert_large_adam_seq128.json --train_batch_size 256 --gradient_accumulation_steps 4 \
   --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 8 --print_steps 2 \
   --deepspeed_transformer_kernel --output_dir "$OUT/large" --backend cuda --checkpoint_steps 1000 > "$OUT/large.log" 2>&1
