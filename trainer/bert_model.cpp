@@ -1,4 +1,5 @@
 // BERT model description: config parsing, parameter specs, initialization (see bert_model.h).
+#include "runtime/normal_generator.h"
 #include "trainer/bert_model.h"
 
 #include <fmt/format.h>
@@ -76,29 +77,6 @@ BertShape read_shape(const Json& model, const std::string& src) {
   return s;
 }
 
-// Standard normal draws from mt19937_64 via Box-Muller (both outputs used).
-class NormalGenerator {
- public:
-  explicit NormalGenerator(uint64_t seed) : rng_(seed) {}
-  double next() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = (static_cast<double>(rng_() >> 11) + 1.0) * 0x1.0p-53;
-    const double u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double theta = 2.0 * std::numbers::pi * u2;
-    spare_ = r * std::sin(theta);
-    has_spare_ = true;
-    return r * std::cos(theta);
-  }
-
- private:
-  std::mt19937_64 rng_;
-  double spare_ = 0.0;
-  bool has_spare_ = false;
-};
 
 uint64_t mix_seed(uint64_t seed, uint64_t salt) {  // splitmix64 of seed + salt
   uint64_t z = seed + 0x9E3779B97F4A7C15ull * (salt + 1);
