@@ -3,6 +3,8 @@
 // contiguous rows; map lookups happen once per step, never per element.
 #include "runtime/cpu_reference.h"
 
+#include "runtime/cpu_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -20,53 +22,18 @@ namespace {
 
 using Vec = std::vector<double>;
 
-constexpr int kRowBlock = 8;  // rows per block in the linear layers: reuse each weight row 8x
-
-// y[n,o] = b[o] + sum_i x[n,i] W[o,i]   (x [N,in], W [out,in]); the sum runs over i in order.
-// W is transposed once so the inner loop is a contiguous axpy over o; __restrict lets -O2
-// vectorize it (distinct buffers never alias here).
+// Vector-returning forms of runtime/cpu_ops.h (shared with the trainer's CPU model).
 Vec linear_forward(const Vec& x, const Vec& w, const Vec& b, int n_rows, int in, int out) {
-  Vec wt(static_cast<size_t>(in) * out);
-  for (int o = 0; o < out; ++o)
-    for (int i = 0; i < in; ++i) wt[static_cast<size_t>(i) * out + o] = w[static_cast<size_t>(o) * in + i];
   Vec y(static_cast<size_t>(n_rows) * out);
-  for (int n = 0; n < n_rows; ++n) std::copy(b.begin(), b.end(), y.begin() + static_cast<ptrdiff_t>(n) * out);
-  for (int n0 = 0; n0 < n_rows; n0 += kRowBlock) {
-    const int n1 = std::min(n_rows, n0 + kRowBlock);
-    for (int i = 0; i < in; ++i) {
-      const double* __restrict wr = &wt[static_cast<size_t>(i) * out];
-      for (int n = n0; n < n1; ++n) {
-        const double xv = x[static_cast<size_t>(n) * in + i];
-        double* __restrict yr = &y[static_cast<size_t>(n) * out];
-        for (int o = 0; o < out; ++o) yr[o] += xv * wr[o];
-      }
-    }
-  }
+  cpu_ops::linear_forward(x.data(), w.data(), b.data(), n_rows, in, out, y.data());
   return y;
 }
 
 // Returns dx = dy·W; accumulates dW += dyᵀ·x and db += sum over rows of dy.
 Vec linear_backward(const Vec& dy, const Vec& x, const Vec& w, int n_rows, int in, int out, Vec& dw,
                     Vec& db) {
-  Vec dx(static_cast<size_t>(n_rows) * in, 0.0);
-  for (int n0 = 0; n0 < n_rows; n0 += kRowBlock) {
-    const int n1 = std::min(n_rows, n0 + kRowBlock);
-    for (int o = 0; o < out; ++o) {
-      const double* __restrict wr = &w[static_cast<size_t>(o) * in];
-      double* __restrict dwr = &dw[static_cast<size_t>(o) * in];
-      for (int n = n0; n < n1; ++n) {
-        const double g = dy[static_cast<size_t>(n) * out + o];
-        if (g == 0.0) continue;
-        const double* __restrict xr = &x[static_cast<size_t>(n) * in];
-        double* __restrict dxr = &dx[static_cast<size_t>(n) * in];
-        for (int i = 0; i < in; ++i) {
-          dxr[i] += g * wr[i];
-          dwr[i] += g * xr[i];
-        }
-        db[o] += g;
-      }
-    }
-  }
+  Vec dx(static_cast<size_t>(n_rows) * in);
+  cpu_ops::linear_backward(dy.data(), x.data(), w.data(), n_rows, in, out, dx.data(), dw.data(), db.data());
   return dx;
 }
 
@@ -76,20 +43,8 @@ Vec layer_norm_forward(const Vec& x, const Vec& w, const Vec& b, int n_rows, int
   Vec y(x.size());
   mean_out.assign(n_rows, 0.0);
   rstd_out.assign(n_rows, 0.0);
-  for (int n = 0; n < n_rows; ++n) {
-    const double* xr = &x[static_cast<size_t>(n) * h];
-    double mean = 0.0;
-    for (int c = 0; c < h; ++c) mean += xr[c];
-    mean /= h;
-    double var = 0.0;
-    for (int c = 0; c < h; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    var /= h;
-    const double rstd = 1.0 / std::sqrt(var + eps);
-    double* yr = &y[static_cast<size_t>(n) * h];
-    for (int c = 0; c < h; ++c) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
-    mean_out[n] = mean;
-    rstd_out[n] = rstd;
-  }
+  cpu_ops::layer_norm_forward(x.data(), w.data(), b.data(), n_rows, h, eps, y.data(), mean_out.data(),
+                              rstd_out.data());
   return y;
 }
 
@@ -97,46 +52,13 @@ Vec layer_norm_forward(const Vec& x, const Vec& w, const Vec& b, int n_rows, int
 Vec layer_norm_backward(const Vec& dy, const Vec& x, const Vec& mean, const Vec& rstd, const Vec& w,
                         int n_rows, int h, Vec& dw, Vec& db) {
   Vec dx(x.size());
-  Vec xhat(h), dxhat(h);
-  for (int n = 0; n < n_rows; ++n) {
-    const double* xr = &x[static_cast<size_t>(n) * h];
-    const double* dyr = &dy[static_cast<size_t>(n) * h];
-    double sum_d = 0.0, sum_dx = 0.0;
-    for (int c = 0; c < h; ++c) {
-      xhat[c] = (xr[c] - mean[n]) * rstd[n];
-      dxhat[c] = dyr[c] * w[c];
-      dw[c] += dyr[c] * xhat[c];
-      db[c] += dyr[c];
-      sum_d += dxhat[c];
-      sum_dx += dxhat[c] * xhat[c];
-    }
-    sum_d /= h;
-    sum_dx /= h;
-    double* dxr = &dx[static_cast<size_t>(n) * h];
-    for (int c = 0; c < h; ++c) dxr[c] = rstd[n] * (dxhat[c] - sum_d - xhat[c] * sum_dx);
-  }
+  cpu_ops::layer_norm_backward(dy.data(), x.data(), mean.data(), rstd.data(), w.data(), n_rows, h, dx.data(),
+                               dw.data(), db.data());
   return dx;
 }
 
-constexpr double kGeluTanhC = 0.044715;
-
-double gelu(double x, GeluForm form) {
-  if (form == GeluForm::Tanh) {
-    const double k = std::sqrt(2.0 / std::numbers::pi);
-    return 0.5 * x * (1.0 + std::tanh(k * (x + kGeluTanhC * x * x * x)));
-  }
-  return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
-}
-
-double gelu_grad(double x, GeluForm form) {
-  if (form == GeluForm::Tanh) {
-    const double k = std::sqrt(2.0 / std::numbers::pi);
-    const double t = std::tanh(k * (x + kGeluTanhC * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * kGeluTanhC * x * x);
-  }
-  const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
-  return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) + x * pdf;
-}
+using cpu_ops::gelu;
+using cpu_ops::gelu_grad;
 
 Vec add(const Vec& a, const Vec& b) {
   Vec y(a.size());

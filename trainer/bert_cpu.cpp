@@ -12,7 +12,7 @@
 #include "runtime/host_float.h"
 #include "runtime/layer_params.h"
 #include "templates/common/philox.cuh"
-#include "trainer/cpu_ops.h"
+#include "runtime/cpu_ops.h"
 
 namespace dskc {
 namespace {

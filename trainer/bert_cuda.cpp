@@ -14,6 +14,7 @@
 #include "runtime/driver.h"
 #include "runtime/host_tensor.h"
 #include "runtime/layer_params.h"
+#include "runtime/plain_layer.h"
 #include "trainer/bert_cuda_params.h"
 
 namespace dskc {
@@ -110,7 +111,10 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   for (int i = 0; i < s.num_hidden_layers; ++i) {
     LayerOptions lopt;
     lopt.layer_id = static_cast<uint32_t>(i);
-    layers_.push_back(std::make_unique<TransformerLayer>(*ctx_, layer_cfg_, lopt));
+    if (opt.transformer_kernel)
+      layers_.push_back(std::make_unique<TransformerLayer>(*ctx_, layer_cfg_, lopt));
+    else
+      layers_.push_back(std::make_unique<PlainTransformerLayer>(*ctx_, layer_cfg_, lopt));
   }
 
   const size_t H = static_cast<size_t>(s.hidden_size), V = static_cast<size_t>(s.vocab_size);
@@ -167,7 +171,7 @@ CUdeviceptr CudaBackend::weight(int idx) const {
 std::string CudaBackend::name() const {
   return fmt::format("cuda ({}, {}, {})",
                      opt_.transformer_kernel ? "DeepSpeed transformer kernel layer (JIT)"
-                                             : "JIT layer: same math as the plain BertLayer",
+                                             : "plain unfused BertLayer (one kernel per op)",
                      dtype_name(dtype_), ctx_->device_name());
 }
 

@@ -5,7 +5,8 @@
 // Layout: every parameter has an fp32 master copy, an fp32 gradient accumulator and two fp32
 // moments, each one flat device buffer with the same per-tensor offsets (model_param_specs
 // order, 256-byte aligned; gaps stay zero). Compute copies in the dtype: the encoder layers'
-// own parameter buffers (dskc::TransformerLayer, layer_id = i) and one buffer of head /
+// own parameter buffers (a dskc::GpuLayer with layer_id = i: the fused TransformerLayer with
+// transformer_kernel, else the unfused PlainTransformerLayer) and one buffer of head /
 // embedding weights; both are refreshed from the masters (cast kernel) after import and after
 // every optimizer step. A layer's backward overwrites its gradient buffers, so they are added
 // into the fp32 accumulators right after it (accumulation over micro-batches).
@@ -29,6 +30,7 @@
 
 #include "runtime/context.h"
 #include "runtime/gemm.h"
+#include "runtime/gpu_layer.h"
 #include "runtime/transformer_layer.h"
 #include "trainer/backend.h"
 
@@ -99,7 +101,7 @@ class CudaBackend : public TrainBackend {
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<LoadedModule> module_;
   std::unique_ptr<Gemm> gemm_;
-  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::vector<std::unique_ptr<GpuLayer>> layers_;
   DeviceBuffer master_, grads_, exp_avg_, exp_avg_sq_, weights_;
   // Activations at max batch × max seq: acts_[i] is layer i's input (acts_[N] the encoder output).
   std::vector<DeviceBuffer> acts_;

@@ -1,7 +1,7 @@
-// Double-precision building blocks of the CPU backend's model-level layers (embeddings, heads):
+// Double-precision building blocks of the CPU reference layer and the CPU backend's model:
 // linear, LayerNorm, GELU, forward and backward. Raw pointers over contiguous row-major
 // buffers; loops are blocked over rows so each weight row is reused, and inner loops are
-// contiguous axpys that the compiler vectorizes. Same formulas as runtime/cpu_reference.cpp.
+// contiguous axpys that the compiler vectorizes.
 // Invariant: every backward ADDS into the parameter gradients it is given (dw, db) and
 // overwrites dx.
 #pragma once

@@ -1,5 +1,5 @@
 // CPU building blocks (see cpu_ops.h).
-#include "trainer/cpu_ops.h"
+#include "runtime/cpu_ops.h"
 
 #include <algorithm>
 #include <cmath>
