@@ -41,6 +41,7 @@ const BlasApi& blas() {
       sym(b, api.cublasSetStream, "cublasSetStream_v2");
       sym(b, api.cublasSetWorkspace, "cublasSetWorkspace_v2");
       sym(b, api.cublasGemmBatchedEx, "cublasGemmBatchedEx");
+      sym(b, api.cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
       sym(b, api.cublasGetStatusName, "cublasGetStatusName");
       sym(lt, api.cublasLtCreate, "cublasLtCreate");
       sym(lt, api.cublasLtDestroy, "cublasLtDestroy");

@@ -19,6 +19,11 @@ struct BlasApi {
                                         const void*, const void* const[], cudaDataType, int, const void* const[],
                                         cudaDataType, int, const void*, void* const[], cudaDataType, int, int,
                                         cublasComputeType_t, cublasGemmAlgo_t);
+  cublasStatus_t (*cublasGemmStridedBatchedEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                               const void*, const void*, cudaDataType, int, long long int,
+                                               const void*, cudaDataType, int, long long int, const void*, void*,
+                                               cudaDataType, int, long long int, int, cublasComputeType_t,
+                                               cublasGemmAlgo_t);
   DSKC_BLAS_FN(cublasGetStatusName);
   DSKC_BLAS_FN(cublasLtCreate);
   DSKC_BLAS_FN(cublasLtDestroy);

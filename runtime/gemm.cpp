@@ -136,4 +136,16 @@ void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_ar
                                   CUBLAS_GEMM_DEFAULT));
 }
 
+void Gemm::run_strided_batched(const GemmShape& s, CUdeviceptr a, long long stride_a, CUdeviceptr b,
+                               long long stride_b, CUdeviceptr c, long long stride_c, int count, float alpha,
+                               float beta) {
+  // Column-major view as in run(): Cᵀ = op(B)ᵀ·op(A)ᵀ, so cuBLAS gets (B, A) with m = N, n = M.
+  const cudaDataType_t t = cuda_type(dtype_);
+  DSKC_CUBLAS(blas().cublasGemmStridedBatchedEx(ctx_.cublas(), op(s.trans_b), op(s.trans_a), s.n, s.m, s.k, &alpha,
+                                                reinterpret_cast<const void*>(b), t, s.ldb, stride_b,
+                                                reinterpret_cast<const void*>(a), t, s.lda, stride_a, &beta,
+                                                reinterpret_cast<void*>(c), t, s.ldc, stride_c, count,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace dskc

@@ -36,6 +36,10 @@ class Gemm {
   // Batched over device arrays of pointers (count entries each).
   void run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
                    float alpha = 1.f, float beta = 0.f);
+  // Batched over equally spaced operands: entry i uses a + i·stride_a, b + i·stride_b,
+  // c + i·stride_c (strides in elements; cuBLAS strided-batched GEMM, fp32 accumulation).
+  void run_strided_batched(const GemmShape& s, CUdeviceptr a, long long stride_a, CUdeviceptr b, long long stride_b,
+                           CUdeviceptr c, long long stride_c, int count, float alpha = 1.f, float beta = 0.f);
 
  private:
   struct Plan;

@@ -15,6 +15,7 @@
 #include "compiler/plan.h"
 #include "runtime/context.h"
 #include "runtime/gemm.h"
+#include "runtime/gpu_layer.h"
 #include "runtime/profiler.h"
 
 namespace dskc {
@@ -37,30 +38,30 @@ struct LayerOptions {
   bool use_cache = true;
 };
 
-class TransformerLayer {
+class TransformerLayer : public GpuLayer {
  public:
   TransformerLayer(Context& ctx, const LayerConfig& cfg, const LayerOptions& opt = {});
-  ~TransformerLayer();
+  ~TransformerLayer() override;
 
-  const LayerConfig& config() const { return plan_.cfg; }
+  const LayerConfig& config() const override { return plan_.cfg; }
   const LayerPlan& plan() const { return plan_; }
   bool module_from_cache() const { return from_cache_; }
   double module_build_ms() const { return build_ms_; }
 
   // Parameters and their gradients (dtype of the config), by DeepSpeed name.
-  CUdeviceptr param(const std::string& name) const;
-  CUdeviceptr grad(const std::string& name) const;
+  CUdeviceptr param(const std::string& name) const override;
+  CUdeviceptr grad(const std::string& name) const override;
   CUdeviceptr params_base() const { return params_.ptr(); }
   CUdeviceptr grads_base() const { return grads_.ptr(); }
   size_t params_bytes() const { return params_.bytes(); }
-  void set_params(const std::map<std::string, std::vector<float>>& host);  // converts to dtype
-  std::map<std::string, std::vector<float>> get_params() const;
-  std::map<std::string, std::vector<float>> get_grads() const;
+  void set_params(const std::map<std::string, std::vector<float>>& host) override;  // converts to dtype
+  std::map<std::string, std::vector<float>> get_params() const override;
+  std::map<std::string, std::vector<float>> get_grads() const override;
 
   // input, output: [batch, seq, H]; mask: [batch, seq] additive (0 = none). step keys dropout.
-  void forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq, uint32_t step);
+  void forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq, uint32_t step) override;
   // grad_output, grad_input: [batch, seq, H] of the last forward. Writes every param gradient.
-  void backward(CUdeviceptr grad_output, CUdeviceptr grad_input);
+  void backward(CUdeviceptr grad_output, CUdeviceptr grad_input) override;
 
   // Times every kernel and GEMM of later calls into `p` (nullptr: off).
   void set_profiler(Profiler* p) { prof_ = p; }
