@@ -100,6 +100,11 @@ class TrainBackend {
 // caller reports it). Error(Usage) for another name.
 std::unique_ptr<TrainBackend> make_backend(const std::string& kind, const BackendOptions& opt);
 
+// Error(Input) when a micro-batch does not fit the backend (sizes, ids out of range).
+void check_batch(const Batch& b, const BackendOptions& opt);
+// The encoder's layer config for these options (both backends build their layers from it).
+LayerConfig backend_layer_config(const BackendOptions& opt);
+
 // The moment names of one parameter.
 inline std::string exp_avg_name(const std::string& p) { return "exp_avg." + p; }
 inline std::string exp_avg_sq_name(const std::string& p) { return "exp_avg_sq." + p; }

@@ -43,17 +43,7 @@ double softmax_xent(const Vec& logits, const std::vector<int>& labels, int n, in
 }  // namespace
 
 CpuBackend::CpuBackend(const BackendOptions& opt) : opt_(opt) {
-  EncoderLayerOptions lo;
-  lo.micro_batch = opt.micro_batch;
-  lo.max_seq_length = opt.max_seq_length;
-  lo.dtype = opt.dtype;
-  lo.attention_dropout_checkpoint = opt.attention_dropout_checkpoint;
-  lo.normalize_invertible = opt.normalize_invertible;
-  lo.gelu_checkpoint = opt.gelu_checkpoint;
-  lo.stochastic_mode = opt.stochastic_mode;
-  lo.seed = opt.seed;
-  lo.local_rank = opt.local_rank;
-  layer_cfg_ = encoder_layer_config(opt.shape, lo, "model config");
+  layer_cfg_ = backend_layer_config(opt);
   specs_ = model_param_specs(opt.shape);
   for (const ParamSpec& p : layer_param_specs(layer_cfg_)) layer_param_names_.push_back(p.name);
   DSKC_ASSERT(layer_param_names_.size() == kLayerParams, "twelve layer parameters");
@@ -167,37 +157,8 @@ void CpuBackend::add_grad(int idx, const Vec& g) {
   for (size_t i = 0; i < g.size(); ++i) acc[i] = static_cast<float>(round_to_dtype(acc[i] + g[i], t));
 }
 
-void CpuBackend::check_batch(const Batch& b) const {
-  const BertShape& s = opt_.shape;
-  auto fail = [](const std::string& msg) { throw Error(ErrorKind::Input, "batch: " + msg); };
-  if (b.batch < 1 || b.batch > opt_.micro_batch)
-    fail(fmt::format("batch of {} sequences; the backend takes 1 to {} (the micro batch)", b.batch, opt_.micro_batch));
-  if (b.seq_len < 1 || b.seq_len > opt_.max_seq_length || b.seq_len > s.max_position_embeddings)
-    fail(fmt::format("sequence length {} exceeds max_seq_length {} or max_position_embeddings {}", b.seq_len,
-                     opt_.max_seq_length, s.max_position_embeddings));
-  const size_t tokens = static_cast<size_t>(b.batch) * b.seq_len, preds = static_cast<size_t>(b.batch) * b.max_pred;
-  if (b.input_ids.size() != tokens || b.input_mask.size() != tokens || b.segment_ids.size() != tokens ||
-      b.masked_lm_positions.size() != preds || b.masked_lm_ids.size() != preds ||
-      b.next_sentence_labels.size() != static_cast<size_t>(b.batch))
-    fail("tensor sizes do not match batch, seq_len and max_pred");
-  for (size_t i = 0; i < tokens; ++i) {
-    if (b.input_ids[i] < 0 || b.input_ids[i] >= s.vocab_size)
-      fail(fmt::format("token id {} is outside the model's vocab_size {}", b.input_ids[i], s.vocab_size));
-    if (b.segment_ids[i] < 0 || b.segment_ids[i] >= s.type_vocab_size)
-      fail(fmt::format("segment id {} is outside type_vocab_size {}", b.segment_ids[i], s.type_vocab_size));
-  }
-  for (size_t i = 0; i < preds; ++i) {
-    if (b.masked_lm_positions[i] < 0 || b.masked_lm_positions[i] >= b.seq_len)
-      fail(fmt::format("masked position {} is outside the sequence length {}", b.masked_lm_positions[i], b.seq_len));
-    if (b.masked_lm_ids[i] < 0 || b.masked_lm_ids[i] >= s.vocab_size)
-      fail(fmt::format("masked_lm_id {} is outside the model's vocab_size {}", b.masked_lm_ids[i], s.vocab_size));
-  }
-  for (int32_t l : b.next_sentence_labels)
-    if (l != 0 && l != 1) fail(fmt::format("next_sentence_label {} is not 0 or 1", l));
-}
-
 StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
-  check_batch(batch);
+  check_batch(batch, opt_);
   const BertShape& shape = opt_.shape;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
   const int rows = B * S;

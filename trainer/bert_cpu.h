@@ -47,7 +47,6 @@ class CpuBackend : public TrainBackend {
 
   Vec param(int idx) const;                  // master weights as the compute dtype sees them
   void add_grad(int idx, const Vec& g);      // gradient buffer += g, rounded to the dtype
-  void check_batch(const Batch& b) const;    // Error(Input) for out-of-range ids and sizes
   int index_of(const std::string& name) const;
 
   BackendOptions opt_;

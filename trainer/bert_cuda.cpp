@@ -41,17 +41,7 @@ CUdeviceptr CudaBackend::Growable::ensure(Context& ctx, size_t bytes) {
 CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtype) {
   ctx_ = std::make_unique<Context>(opt.local_rank >= 0 ? opt.local_rank : -1);
   eb_ = static_cast<size_t>(dtype_bytes(dtype_));
-  EncoderLayerOptions lo;
-  lo.micro_batch = opt.micro_batch;
-  lo.max_seq_length = opt.max_seq_length;
-  lo.dtype = opt.dtype;
-  lo.attention_dropout_checkpoint = opt.attention_dropout_checkpoint;
-  lo.normalize_invertible = opt.normalize_invertible;
-  lo.gelu_checkpoint = opt.gelu_checkpoint;
-  lo.stochastic_mode = opt.stochastic_mode;
-  lo.seed = opt.seed;
-  lo.local_rank = opt.local_rank;
-  layer_cfg_ = encoder_layer_config(opt.shape, lo, "model config");
+  layer_cfg_ = backend_layer_config(opt);
   specs_ = model_param_specs(opt.shape);
   for (const ParamSpec& p : layer_param_specs(layer_cfg_)) layer_param_names_.push_back(p.name);
   DSKC_ASSERT(layer_param_names_.size() == kLayerParams, "twelve layer parameters");

@@ -69,7 +69,6 @@ class CudaBackend : public TrainBackend {
 
   void launch(const char* kernel, unsigned grid, const void* params);
   void sync_compute_params();  // masters -> layer and head weights (dtype)
-  void check_batch(const Batch& b) const;
   int index_of(const std::string& name) const;
   CUdeviceptr master(int idx) const { return master_.ptr() + offset_[idx] * 4; }
   CUdeviceptr grad(int idx) const { return grads_.ptr() + offset_[idx] * 4; }

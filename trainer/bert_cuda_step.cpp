@@ -45,34 +45,6 @@ Groups group_rows(const std::vector<int32_t>& key) {
 
 }  // namespace
 
-void CudaBackend::check_batch(const Batch& b) const {
-  const BertShape& s = opt_.shape;
-  auto fail = [](const std::string& msg) { throw Error(ErrorKind::Input, "batch: " + msg); };
-  if (b.batch < 1 || b.batch > opt_.micro_batch)
-    fail(fmt::format("batch of {} sequences; the backend takes 1 to {} (the micro batch)", b.batch, opt_.micro_batch));
-  if (b.seq_len < 1 || b.seq_len > opt_.max_seq_length || b.seq_len > s.max_position_embeddings)
-    fail(fmt::format("sequence length {} exceeds max_seq_length {} or max_position_embeddings {}", b.seq_len,
-                     opt_.max_seq_length, s.max_position_embeddings));
-  const size_t tokens = static_cast<size_t>(b.batch) * b.seq_len, preds = static_cast<size_t>(b.batch) * b.max_pred;
-  if (b.input_ids.size() != tokens || b.input_mask.size() != tokens || b.segment_ids.size() != tokens ||
-      b.masked_lm_positions.size() != preds || b.masked_lm_ids.size() != preds ||
-      b.next_sentence_labels.size() != static_cast<size_t>(b.batch))
-    fail("tensor sizes do not match batch, seq_len and max_pred");
-  for (size_t i = 0; i < tokens; ++i) {
-    if (b.input_ids[i] < 0 || b.input_ids[i] >= s.vocab_size)
-      fail(fmt::format("token id {} is outside the model's vocab_size {}", b.input_ids[i], s.vocab_size));
-    if (b.segment_ids[i] < 0 || b.segment_ids[i] >= s.type_vocab_size)
-      fail(fmt::format("segment id {} is outside type_vocab_size {}", b.segment_ids[i], s.type_vocab_size));
-  }
-  for (size_t i = 0; i < preds; ++i) {
-    if (b.masked_lm_positions[i] < 0 || b.masked_lm_positions[i] >= b.seq_len)
-      fail(fmt::format("masked position {} is outside the sequence length {}", b.masked_lm_positions[i], b.seq_len));
-    if (b.masked_lm_ids[i] < 0 || b.masked_lm_ids[i] >= s.vocab_size)
-      fail(fmt::format("masked_lm_id {} is outside the model's vocab_size {}", b.masked_lm_ids[i], s.vocab_size));
-  }
-  for (int32_t l : b.next_sentence_labels)
-    if (l != 0 && l != 1) fail(fmt::format("next_sentence_label {} is not 0 or 1", l));
-}
 
 void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n) {
   mkp::Accumulate p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(dst), static_cast<uint64_t>(n)};
@@ -91,7 +63,7 @@ void CudaBackend::gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdevic
 }
 
 StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
-  check_batch(batch);
+  check_batch(batch, opt_);
   ctx_->make_current();
   const BertShape& shape = opt_.shape;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
