@@ -181,4 +181,19 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
   return m;
 }
 
+std::string emit_fixed_kernels(const std::vector<FixedKernel>& kernels, int block, const std::string& block_const,
+                               const std::string& block_what, const std::string& host_header) {
+  std::string o = "\n// ================ kernels ================\nusing namespace dskc;\n";
+  o += fmt::format("static_assert({} == {}, \"{} kernels run {}-thread blocks\");\n", block_const, block, block_what,
+                   block);
+  for (const FixedKernel& k : kernels) {
+    o += fmt::format("\n// {}: {}\n", k.name, k.what);
+    o += fmt::format("static_assert(sizeof({}) == {}, \"{} must match {}\");\n", k.params_type, k.params_bytes,
+                     k.params_type, host_header);
+    o += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {};\n}}\n", block,
+                     k.name, k.params_type, k.instantiation);
+  }
+  return o;
+}
+
 }  // namespace dskc

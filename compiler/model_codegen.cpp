@@ -105,17 +105,8 @@ GeneratedModelModule emit_model_module(const ModelModuleConfig& c, const std::st
   for (const auto& s : nvrtc_options) o << " " << s;
   o << "\n// BERT embeddings, model LayerNorms, pre-training heads, gradient accumulation and the\n"
     << "// optimizer; GEMMs run in cuBLASLt between these kernels (trainer/bert_cuda*.cpp).\n"
-    << body << "\n// ================ kernels ================\nusing namespace dskc;\n"
-    << fmt::format("static_assert(kModelThreads == {}, \"model kernels run {}-thread blocks\");\n", kModelBlock,
-                   kModelBlock);
-  for (const ModelKernel& k : model_kernels()) {
-    o << fmt::format("\n// {}: {}\n", k.name, k.what)
-      << fmt::format("static_assert(sizeof({}) == {}, \"{} must match trainer/bert_cuda_params.h\");\n",
-                     k.params_type, k.params_bytes, k.params_type)
-      << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {};\n}}\n", kModelBlock,
-                     k.name, k.params_type, k.instantiation);
-    m.kernel_names.push_back(k.name);
-  }
+    << body << emit_fixed_kernels(model_kernels(), kModelBlock, "kModelThreads", "model", "trainer/bert_cuda_params.h");
+  for (const ModelKernel& k : model_kernels()) m.kernel_names.push_back(k.name);
   m.source = o.str();
   return m;
 }

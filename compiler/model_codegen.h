@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen.h"
 #include "compiler/config.h"
 
 namespace dskc {
@@ -26,13 +27,7 @@ struct ModelModuleConfig {
   uint32_t embedding_stream = 4;      // Philox stream of the embedding dropout (bert_model.h)
 };
 
-struct ModelKernel {
-  std::string name;           // extern "C" symbol
-  std::string params_type;    // device struct
-  int params_bytes = 0;       // pinned size (static_assert in the generated source)
-  std::string instantiation;  // call of the template with the module's constants
-  std::string what;           // one-line comment
-};
+using ModelKernel = FixedKernel;
 
 // Every kernel of the model module, in emission order.
 const std::vector<ModelKernel>& model_kernels();

@@ -84,17 +84,8 @@ GeneratedPlainModule emit_plain_module(const PlainModuleConfig& c, const std::st
   for (const auto& s : nvrtc_options) o << " " << s;
   o << "\n// The unfused (PyTorch-style) BERT layer: one kernel per elementary op; GEMMs run in cuBLAS\n"
     << "// between these kernels (runtime/plain_layer.cpp).\n"
-    << body << "\n// ================ kernels ================\nusing namespace dskc;\n"
-    << fmt::format("static_assert(kPlainThreads == {}, \"plain kernels run {}-thread blocks\");\n", kPlainBlock,
-                   kPlainBlock);
-  for (const PlainKernel& k : plain_kernels()) {
-    o << fmt::format("\n// {}: {}\n", k.name, k.what)
-      << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/plain_kernel_params.h\");\n",
-                     k.params_type, k.params_bytes, k.params_type)
-      << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {};\n}}\n", kPlainBlock,
-                     k.name, k.params_type, k.instantiation);
-    m.kernel_names.push_back(k.name);
-  }
+    << body << emit_fixed_kernels(plain_kernels(), kPlainBlock, "kPlainThreads", "plain", "runtime/plain_kernel_params.h");
+  for (const PlainKernel& k : plain_kernels()) m.kernel_names.push_back(k.name);
   m.source = o.str();
   return m;
 }

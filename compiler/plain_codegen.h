@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen.h"
 #include "compiler/config.h"
 
 namespace dskc {
@@ -28,13 +29,7 @@ struct PlainModuleConfig {
 // The module config of a layer config (dropout ratios 0 when cfg.training is false).
 PlainModuleConfig plain_module_config(const LayerConfig& cfg);
 
-struct PlainKernel {
-  std::string name;           // extern "C" symbol
-  std::string params_type;    // device struct
-  int params_bytes = 0;       // pinned size
-  std::string instantiation;  // call of the template with the module's constants
-  std::string what;           // one-line comment
-};
+using PlainKernel = FixedKernel;
 
 // Every kernel of the plain module, in emission order.
 const std::vector<PlainKernel>& plain_kernels();

@@ -4,7 +4,8 @@
 
 namespace dskc {
 
-__device__ __forceinline__ float warp_sum(float v) {
+template <typename V>
+__device__ __forceinline__ V warp_sum(V v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -30,6 +31,34 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     v = lane < kThreads / 32 ? scratch[lane] : 0.f;
     return warp_sum(v);
   }
+}
+
+// Block-wide sum / max over kThreads threads with their own shared scratch (one array per
+// instantiation); every thread receives the result, combined in a fixed order.
+template <int kThreads, typename V>
+__device__ __forceinline__ V block_sum_shared(V v) {
+  static_assert(kThreads % 32 == 0, "block reductions need whole warps");
+  __shared__ V scratch[kThreads / 32];
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < kThreads / 32 ? scratch[lane] : V(0);
+  return warp_sum(v);
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_max_shared(float v) {
+  static_assert(kThreads % 32 == 0, "block reductions need whole warps");
+  __shared__ float scratch[kThreads / 32];
+  v = warp_max(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < kThreads / 32 ? scratch[lane] : __int_as_float(0xff800000u);
+  return warp_max(v);
 }
 
 }  // namespace dskc

@@ -3,43 +3,18 @@
 // reductions combine in a fixed order, so results are bitwise reproducible run to run.
 #pragma once
 #include "dskc_config.cuh"
+#include "common/reduce.cuh"
 #include "common/types.cuh"
 
 namespace dskc {
 
 constexpr int kPlainThreads = 256;
 
-__device__ __forceinline__ float plain_warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+__device__ __forceinline__ float plain_warp_sum(float v) { return warp_sum(v); }
 
-// Sum over the block (kPlainThreads threads); every thread receives the result.
-__device__ __forceinline__ float plain_block_sum(float v) {
-  __shared__ float scratch[kPlainThreads / 32];
-  v = plain_warp_sum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < kPlainThreads / 32 ? scratch[lane] : 0.f;
-  return plain_warp_sum(v);
-}
-
-__device__ __forceinline__ float plain_block_max(float v) {
-  __shared__ float scratch[kPlainThreads / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < kPlainThreads / 32 ? scratch[lane] : neg_inf();
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
+// Sum / max over the block (kPlainThreads threads); every thread receives the result.
+__device__ __forceinline__ float plain_block_sum(float v) { return block_sum_shared<kPlainThreads>(v); }
+__device__ __forceinline__ float plain_block_max(float v) { return block_max_shared<kPlainThreads>(v); }
 
 // Column sums of one or two [rows, cols] quantities, in a fixed order: a block owns 32 columns;
 // its 8 warps each sum every 8th row, then warp 0 adds the 8 partials in order.
