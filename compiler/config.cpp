@@ -5,6 +5,8 @@
 // leaves this file has passed validate(); to_json_text() output parses back to an equal config.
 #include "compiler/config.h"
 
+#include "compiler/json_read.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -93,53 +95,7 @@ Overloaded(Ts...) -> Overloaded<Ts...>;
 // JSON reading helpers shared by the layer, DeepSpeed and model configs.
 
 // 1-based line and column of a 1-based byte count as nlohmann reports it (the last byte read).
-std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
-  size_t idx = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < idx; ++i)
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  return {line, idx - line_start + 1};
-}
-
-// Parses JSON text; malformed input and duplicate keys (which nlohmann would silently resolve
-// to the last one, and DeepSpeed rejects) are Error(Config) naming source:line:col.
-Json parse_json(const std::string& text, const std::string& source) {
-  std::vector<std::set<std::string>> open_objects;
-  auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case Json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case Json::parse_event_t::key: {
-        std::string key = parsed.get<std::string>();
-        if (!open_objects.empty() && !open_objects.back().insert(key).second)
-          throw Error(
-              ErrorKind::Config,
-              fmt::format("{}: duplicate key '{}' (each key may appear once)", source, key));
-        break;
-      }
-      default: break;
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text, callback);
-  } catch (const Json::parse_error& e) {
-    // what() is "[json.exception.parse_error.N] parse error at line L, column C: detail";
-    // keep the detail, report the position ourselves.
-    std::string detail = e.what();
-    if (auto p = detail.find("] "); p != std::string::npos) detail = detail.substr(p + 2);
-    if (detail.rfind("parse error", 0) == 0)
-      if (auto p = detail.find(": "); p != std::string::npos) detail = detail.substr(p + 2);
-    auto [line, col] = line_col(text, e.byte);
-    throw Error(ErrorKind::Config,
-                fmt::format("{}:{}:{}: malformed JSON: {}", source, line, col, detail));
-  }
-}
+Json parse_json(const std::string& text, const std::string& source) { return json_read::parse(text, source); }
 
 std::string read_text_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
@@ -157,23 +113,7 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
-// "the string \"1024\"", "the number 1.5", "true", "null", "an array", "an object".
-std::string describe(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::string: {
-      std::string s = j.dump();
-      if (s.size() > 40) s = s.substr(0, 37) + "...";
-      return "the string " + s;
-    }
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-    case Json::value_t::number_float: return "the number " + j.dump();
-    case Json::value_t::boolean: return j.get<bool>() ? "true" : "false";
-    case Json::value_t::null: return "null";
-    case Json::value_t::array: return "an array";
-    default: return "an object";
-  }
-}
+using json_read::describe;
 
 [[noreturn]] void config_error(const std::string& msg) { throw Error(ErrorKind::Config, msg); }
 
@@ -228,11 +168,7 @@ GeluForm read_gelu(const Json& v, const std::string& source, const std::string& 
 }
 
 // The object at `key` of a DeepSpeed / model config, or nullptr when absent or null.
-const Json* find_key(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+const Json* find_key(const Json& obj, const char* key) { return json_read::find(obj, key); }
 
 Json parse_object_file(const std::string& path, const char* what) {
   Json j = parse_json(read_text_file(path), path);

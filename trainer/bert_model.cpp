@@ -12,7 +12,7 @@
 
 #include "compiler/fileio.h"
 #include "runtime/layer_params.h"
-#include "trainer/json_read.h"
+#include "compiler/json_read.h"
 
 namespace dskc {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "compiler/errors.h"
 #include "compiler/fileio.h"
-#include "trainer/json_read.h"
+#include "compiler/json_read.h"
 
 namespace dskc {
 namespace {

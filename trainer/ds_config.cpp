@@ -10,7 +10,7 @@
 
 #include "compiler/config.h"
 #include "compiler/fileio.h"
-#include "trainer/json_read.h"
+#include "compiler/json_read.h"
 
 namespace dskc {
 namespace {

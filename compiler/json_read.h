@@ -1,8 +1,7 @@
-// Small JSON reading helpers for the trainer's config files (DeepSpeed JSON, BERT model
+// Small JSON reading helpers for dskc's config files (layer config, DeepSpeed JSON, BERT model
 // config, trainer_state.json). Every problem is Error(Config) (Error(Io) for an unreadable
-// file) whose message starts with the file it is about and names the key, like
-// compiler/config.cpp does for the layer config. Duplicate keys are rejected (nlohmann would
-// silently keep the last one; DeepSpeed rejects them).
+// file) whose message starts with the file it is about and names the key. Duplicate keys are
+// rejected (nlohmann would silently keep the last one; DeepSpeed rejects them).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // JSON reading helpers (see json_read.h).
-#include "trainer/json_read.h"
+#include "compiler/json_read.h"
 
 #include <fmt/format.h>
 
