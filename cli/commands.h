@@ -14,4 +14,5 @@ int cmd_bench(const Args& args);
 int cmd_prepare_data(const Args& args);
 int cmd_train(const Args& args);
 int cmd_convert(const Args& args);
+int cmd_launch(const Args& args);  // multi-process launcher (cli/cmd_launch.cpp)
 }  // namespace dskc::cli

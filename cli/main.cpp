@@ -29,6 +29,7 @@ const std::map<std::string, Command>& commands() {
       {"prepare-data", {cmd_prepare_data, "make HDF5 pre-training shards from plain text with a WordPiece vocab"}},
       {"train", {cmd_train, "pre-train BERT (MLM + NSP) with a DeepSpeed JSON config, like deepspeed_train.py"}},
       {"convert", {cmd_convert, "convert BERT weights between the kernel layout and Hugging Face names"}},
+      {"launch", {cmd_launch, "start N local ranks of a command with RANK/LOCAL_RANK/WORLD_SIZE/MASTER_* set"}},
   };
   return c;
 }
