@@ -4,6 +4,8 @@
 // and the host params structs (runtime/plain_kernel_params.h) have the pinned sizes. No GPU needed.
 #include <doctest/doctest.h>
 
+#include "nvrtc_check.h"
+
 #include <algorithm>
 #include <map>
 
@@ -32,19 +34,7 @@ TEST_CASE("the plain layer module compiles for sm_80 and sm_90 in fp32, fp16 and
         CAPTURE(dtype_name(t));
         CAPTURE(arch);
         const GeneratedPlainModule g = emit_plain_module(c, arch);
-        CompiledModule m;
-        try {
-          m = nvrtc_compile(g.source, "dskc_plain_layer.cu", {arch, EmitKind::Cubin, {}});
-        } catch (const Error& e) {
-          FAIL(e.what());
-        }
-        CHECK(!m.image.empty());
-        for (const auto& k : g.kernel_names) {
-          const bool found = std::any_of(m.resources.begin(), m.resources.end(),
-                                         [&](const KernelResources& r) { return r.name == k; });
-          CHECK_MESSAGE(found, k << " missing from the ptxas log");
-        }
-        for (const auto& r : m.resources) CHECK_MESSAGE(r.spill_bytes <= 0, r.name << " spills registers");
+        dskc_test::check_module_compiles(g.source, "dskc_plain_layer.cu", arch, g.kernel_names);
       }
     }
   }
