@@ -13,6 +13,7 @@
 #include "compiler/errors.h"
 #include "compiler/templates.h"
 #include "compiler/version.h"
+#include "templates/common/philox.cuh"  // dropout_threshold
 
 namespace dskc {
 
@@ -28,7 +29,8 @@ std::string emit_config_header(const LayerPlan& plan) {
   const LayerConfig& c = plan.cfg;
   const bool attn_drop = c.training && c.attn_dropout_ratio > 0;
   const bool hid_drop = c.training && c.hidden_dropout_ratio > 0;
-  auto thr = [](double r) { return static_cast<uint32_t>(std::min(r * 4294967296.0, 4294967295.0)); };
+  // The keep rule's threshold, computed by the same function the kernels and CPU reference use.
+  auto thr = [](double r) { return dskc_rng::dropout_threshold(r); };
   std::ostringstream o;
   o << "// dskc_config.cuh: compile-time constants of this layer (generated; config " << plan.config_hash << ").\n"
     << "#pragma once\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include \"common/philox.cuh\"\n\n"

@@ -11,6 +11,7 @@
 #include "compiler/codegen.h"
 #include "compiler/errors.h"
 #include "compiler/version.h"
+#include "templates/common/philox.cuh"  // dropout_threshold
 
 namespace dskc {
 
@@ -68,7 +69,8 @@ const std::vector<ModelKernel>& model_kernels() {
 
 std::string emit_model_config_header(const ModelModuleConfig& c) {
   const bool drop = c.hidden_dropout > 0;
-  auto thr = [](double r) { return static_cast<uint32_t>(std::min(r * 4294967296.0, 4294967295.0)); };
+  // The keep rule's threshold, computed by the same function the kernels and CPU reference use.
+  auto thr = [](double r) { return dskc_rng::dropout_threshold(r); };
   std::ostringstream o;
   o << "// dskc_config.cuh: compile-time constants of the model module (generated).\n"
     << "#pragma once\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include \"common/philox.cuh\"\n\n"

@@ -8,6 +8,7 @@
 
 #include "compiler/codegen.h"
 #include "compiler/version.h"
+#include "templates/common/philox.cuh"  // dropout_threshold
 
 namespace dskc {
 
@@ -50,7 +51,8 @@ const std::vector<PlainKernel>& plain_kernels() {
 }
 
 std::string emit_plain_config_header(const PlainModuleConfig& c) {
-  auto thr = [](double r) { return static_cast<uint32_t>(std::min(r * 4294967296.0, 4294967295.0)); };
+  // The keep rule's threshold, computed by the same function the kernels and CPU reference use.
+  auto thr = [](double r) { return dskc_rng::dropout_threshold(r); };
   auto scale = [](double r) { return float_literal(r > 0 ? static_cast<float>(1.0 / (1.0 - r)) : 1.f); };
   std::ostringstream o;
   o << "// dskc_config.cuh: compile-time constants of the plain layer module (generated).\n"
