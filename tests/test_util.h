@@ -1,10 +1,14 @@
 // Helpers for tests: temp dirs, running the dskc binary, reading files, GPU skip.
 #pragma once
+#include <doctest/doctest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "compiler/errors.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,4 +59,17 @@ inline RunResult run_dskc(const std::string& args, const std::string& env = "") 
   int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
   return {code, read_file(out)};
 }
+// Runs f, requires it to throw dskc::Error of `kind`, returns the message.
+template <class F>
+std::string error_of(F&& f, dskc::ErrorKind kind) {
+  try {
+    f();
+  } catch (const dskc::Error& e) {
+    CHECK(static_cast<int>(e.kind()) == static_cast<int>(kind));
+    return e.what();
+  }
+  FAIL("no dskc::Error was thrown");
+  return "";
+}
+
 }  // namespace dskc_test

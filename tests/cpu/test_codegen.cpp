@@ -19,8 +19,11 @@
 #include "compiler/plan.h"
 #include "compiler/templates.h"
 #include "compiler/version.h"
+#include "test_util.h"
 
 using namespace dskc;
+
+using dskc_test::error_of;
 
 namespace {
 
@@ -95,18 +98,6 @@ std::string wrapper_of(const std::string& source, const std::string& kernel) {
   return source.substr(a + 1, e + 3 - (a + 1));
 }
 
-// Runs f, requires dskc::Error of `kind`, returns its message.
-template <class F>
-std::string error_of(F&& f, ErrorKind kind) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(static_cast<int>(e.kind()) == static_cast<int>(kind));
-    return e.what();
-  }
-  FAIL("expected a dskc::Error");
-  return "";
-}
 
 }  // namespace
 

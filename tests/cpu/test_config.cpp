@@ -15,6 +15,8 @@ using dskc_test::source_dir;
 using dskc_test::TempDir;
 using dskc_test::write_file;
 
+using dskc_test::error_of;
+
 namespace {
 
 // A valid layer config body without braces, so cases can add or replace keys.
@@ -49,18 +51,6 @@ std::string obj(const std::string& body) { return "{" + body + "}"; }
 
 std::string examples(const std::string& name) { return source_dir() + "/examples/" + name; }
 
-// Runs f, requires it to throw dskc::Error of `kind`, returns the message.
-template <class F>
-std::string error_of(F&& f, ErrorKind kind) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(static_cast<int>(e.kind()) == static_cast<int>(kind));
-    return e.what();
-  }
-  FAIL("no dskc::Error was thrown");
-  return "";
-}
 
 }  // namespace
 
