@@ -12,6 +12,19 @@ import time
 import torch
 
 
+def load_bert_config(cf_path, attn_implementation=None):
+    """BertConfig from a flat HF-style model config or bing_bert's (nested "bert_model_config").
+    attn_implementation: "eager" (BERT's unfused attention) or "sdpa"; None keeps the default."""
+    from transformers import BertConfig
+
+    cf = json.load(open(cf_path))
+    cf = cf.get("bert_model_config", cf)
+    config = BertConfig(**{k: v for k, v in cf.items() if k in BertConfig().to_dict()})
+    if attn_implementation:
+        config._attn_implementation = attn_implementation
+    return config
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cf", default="examples/bert_large_adam_seq128.json")
@@ -20,11 +33,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
-    from transformers import BertConfig, BertForPreTraining
+    from transformers import BertForPreTraining
 
-    cf = json.load(open(args.cf))
-    cf = cf.get("bert_model_config", cf)
-    config = BertConfig(**{k: v for k, v in cf.items() if k in BertConfig().to_dict()})
+    config = load_bert_config(args.cf)
     model = BertForPreTraining(config).cuda().train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
     scaler = torch.amp.GradScaler("cuda", init_scale=2.0**16)

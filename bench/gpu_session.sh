@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure + build (ninja, Release), then by MODE:
 #   all (default): GPU tests, compute-sanitizer, dskc bench with per-step profile, PyTorch comparison
-#   tests: GPU tests + compute-sanitizer only;   bench: benchmarks only
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench]
+#   tests: GPU tests + compute-sanitizer only;   bench: layer benchmarks only
+#   dp: data-parallel scaling (bench/dp_scaling.sh, needs 2 GPUs);   memory: bench/memory_table.sh
+#   final: all + dp (one call on nvidia-h200-x2)
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -14,23 +16,44 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure.lo
 step build
 targets="dskc $(ninja -C build-gpu -t targets all | grep -o '^gpu_test_[a-z_0-9]*' | sort -u | tr '\n' ' ')"
 ninja -C build-gpu $targets > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+if [ "$MODE" = dp ]; then
+  step "data-parallel scaling"
+  GPUS="1 2" bash bench/dp_scaling.sh
+  exit 0
+fi
+if [ "$MODE" = memory ]; then
+  step "memory table"
+  bash bench/memory_table.sh
+  exit 0
+fi
 if [ "$MODE" != bench ]; then
   step "ctest -L gpu"
-  (cd build-gpu && ctest -L gpu -V --timeout 900) > "$OUT/ctest_gpu.log" 2>&1
+  (cd build-gpu && ctest -L gpu -V -j3 --timeout 400) > "$OUT/ctest_gpu.log" 2>&1
   grep -E "tests passed|tests failed|Failed|\*\*\*Failed|ERROR|error:" "$OUT/ctest_gpu.log" | head -40
   grep -E "gpu rel" "$OUT/ctest_gpu.log" | awk '{printf "%s %s %s | plain %s\n", $2, $3, $5, $NF}' | sort -k3 -g -r | head -8
   step "compute-sanitizer"
   if command -v compute-sanitizer > /dev/null; then
     compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench examples/tiny_layer.json --iters 2 --warmup 1 > "$OUT/memcheck.log" 2>&1
     echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+    # the fused attention kernels at partial tiles (S = 7, 33, 127, ...)
+    timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_test_flash_attention \
+      -tc='*sequence lengths*' > "$OUT/memcheck_flash.log" 2>&1
+    echo "memcheck flash rc=$?"; grep -E "ERROR SUMMARY|test cases" "$OUT/memcheck_flash.log" | tail -2
   fi
 fi
 [ "$MODE" = tests ] && exit 0
+[ "$MODE" = final ] && [ ! -x build-gpu/dskc ] && exit 1
 step "dskc bench"
 for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
   build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench.log" | tail -42 | sort -k2 -g -r | head -14
+  echo "-- same with DSKC_ATTENTION=unfused (v3 attention):"
+  DSKC_ATTENTION=unfused build-gpu/dskc bench $f --iters 30 2>&1 | tee -a "$OUT/bench_unfused.log" | grep -E "^\|" | tail -1
 done
 step "layer matrix"
 PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix.log"
 step "compare_torch"
 PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/compare_torch.log" | tail -8
+if [ "$MODE" = final ]; then
+  step "data-parallel scaling"
+  GPUS="1 2" STEPS=${STEPS:-16} bash bench/dp_scaling.sh
+fi

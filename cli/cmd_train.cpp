@@ -1,7 +1,10 @@
 // `dskc train`: the guide's deepspeed_train.py command line (with `dskc train` in place of
 // `deepspeed deepspeed_train.py`). Thin: flags map onto TrainOptions (trainer/trainer.h
 // documents the loop; trainer/trainer_setup.h the precedence of flags over the JSON).
-// WORLD_SIZE / RANK come from the environment (launchers set them; default 1 / 0).
+// The job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT or Open MPI's variables) comes
+// from the environment (trainer/dist_env.h; launchers set it; default: one process).
+// Test hook: DSKC_TEST_FAULT="overflow|fail|hang:STEP[:RANK]" injects a gradient overflow, a
+// failure or a hang at that step (on that rank only when RANK is given).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -29,13 +32,45 @@ int env_int(const char* name, int fallback) {
   throw Error(ErrorKind::Usage, fmt::format("environment variable {}='{}' is not an integer", name, v));
 }
 
+void apply_fault_hook(TrainOptions& o) {
+  const char* v = std::getenv("DSKC_TEST_FAULT");
+  if (!v || !*v) return;
+  const std::string s(v);
+  const auto bad = [&] {
+    return Error(ErrorKind::Usage,
+                 fmt::format("DSKC_TEST_FAULT='{}': expected overflow|fail|hang:STEP[:RANK], e.g. hang:3:1", s));
+  };
+  const size_t c1 = s.find(':');
+  if (c1 == std::string::npos) throw bad();
+  const std::string kind = s.substr(0, c1);
+  const size_t c2 = s.find(':', c1 + 1);
+  int64_t step = 0;
+  int rank = -1;
+  try {
+    step = std::stoll(s.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1));
+    if (c2 != std::string::npos) rank = std::stoi(s.substr(c2 + 1));
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  if (step < 1) throw bad();
+  if (kind == "overflow") {
+    o.inject_overflow_at_step = step;
+    o.inject_overflow_rank = rank;
+  } else if (kind == "fail" || kind == "hang") {
+    (kind == "fail" ? o.fail_at_step : o.hang_at_step) = step;
+    o.fault_rank = rank;
+  } else {
+    throw bad();
+  }
+}
+
 }  // namespace
 
 int cmd_train(const Args& args) {
   TrainOptions o;
   bool deepspeed = false;
   std::optional<int> tbs, gas, max_seq, max_steps, print_steps, ckpt_steps, local_rank, seed;
-  std::optional<double> max_grad_norm, loss_scale, lr_offset, warmup;
+  std::optional<double> max_grad_norm, loss_scale, lr_offset, warmup, dist_timeout;
   ArgParser p("train",
               "Pre-train BERT (masked LM + next-sentence prediction) with a DeepSpeed JSON config and a BERT\n"
               "model config, launched like DeepSpeed's deepspeed_train.py. Writes progress lines, OUTPUT_DIR/\n"
@@ -70,6 +105,8 @@ int cmd_train(const Args& args) {
   p.add_int("seed", &seed, "dropout and data-order seed (default 42)");
   p.add_int("checkpoint_steps", &ckpt_steps, "save a checkpoint every N steps (always at the end)");
   p.add_int("local_rank", &local_rank, "GPU index (set by launchers)");
+  p.add_double("dist_timeout", &dist_timeout,
+               "multi-GPU: seconds to wait for other ranks before failing with their names (default 300)");
   if (!p.parse(args)) return 0;
 
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
@@ -88,9 +125,14 @@ int cmd_train(const Args& args) {
   }
   if (lr_offset) o.lr_offset = *lr_offset;
   o.warmup_proportion = warmup;
-  o.local_rank = local_rank ? *local_rank : env_int("LOCAL_RANK", -1);
-  o.world_size = env_int("WORLD_SIZE", 1);
-  o.rank = env_int("RANK", 0);
+  o.dist = read_dist_env();
+  o.local_rank = local_rank ? *local_rank : (o.dist.distributed() ? o.dist.local_rank : env_int("LOCAL_RANK", -1));
+  if (dist_timeout) {
+    if (!(*dist_timeout > 0 && *dist_timeout <= 86400))
+      throw Error(ErrorKind::Usage, fmt::format("--dist_timeout must be in (0, 86400] seconds, got {}", *dist_timeout));
+    o.dist_timeout = std::chrono::milliseconds(static_cast<int64_t>(*dist_timeout * 1000));
+  }
+  apply_fault_hook(o);
 
   TrainResult r = train(o);
   std::printf("dskc train: done at step %lld%s%s\n", static_cast<long long>(r.final_step),

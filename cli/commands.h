@@ -11,6 +11,7 @@ int cmd_inspect(const Args& args);
 int cmd_cache(const Args& args);
 int cmd_run_layer(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_bench_memory(const Args& args);  // the guide's memory table (cli/cmd_bench_memory.cpp)
 int cmd_prepare_data(const Args& args);
 int cmd_train(const Args& args);
 int cmd_convert(const Args& args);

@@ -25,6 +25,7 @@ const std::map<std::string, Command>& commands() {
       {"inspect", {cmd_inspect, "show generated CUDA source, kernels, memory plan, resources"}},
       {"run-layer", {cmd_run_layer, "run one layer forward/backward on safetensors inputs (cuda or cpu)"}},
       {"bench", {cmd_bench, "time a layer's forward and backward on the GPU"}},
+      {"bench-memory", {cmd_bench_memory, "largest BERT training micro-batch that fits, per memory flag and cap"}},
       {"cache", {cmd_cache, "list, summarize or clear the kernel cache (ls|stats|clear)"}},
       {"prepare-data", {cmd_prepare_data, "make HDF5 pre-training shards from plain text with a WordPiece vocab"}},
       {"train", {cmd_train, "pre-train BERT (MLM + NSP) with a DeepSpeed JSON config, like deepspeed_train.py"}},

@@ -52,7 +52,11 @@ std::string emit_config_header(const LayerPlan& plan) {
     << fmt::format("constexpr bool kGeluCheckpoint = {};\n", c.gelu_checkpoint)
     << fmt::format("constexpr bool kStochasticMode = {};\n", c.stochastic_mode)
     << fmt::format("constexpr bool kAttnDropoutOn = {};  // attn_dropout_ratio {}\n", attn_drop, c.attn_dropout_ratio)
-    << fmt::format("constexpr bool kHiddenDropoutOn = {};  // hidden_dropout_ratio {}\n", hid_drop, c.hidden_dropout_ratio);
+    << fmt::format("constexpr bool kHiddenDropoutOn = {};  // hidden_dropout_ratio {}\n", hid_drop, c.hidden_dropout_ratio)
+    << fmt::format("constexpr bool kAttnDropoutBits = {};  // {}\n", plan.attn_dropout_bits,
+                   plan.attn_dropout_bits ? "attention keep mask saved as bits by attn_flash_fwd, read by attn_flash_bwd_*"
+                   : plan.fused_attention && attn_drop ? "attn_dropout_checkpoint: attn_flash_bwd_* regenerate the mask"
+                                                       : "no fused attention dropout");
   if (attn_drop)
     o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^32\n",
                      thr(c.attn_dropout_ratio))
@@ -114,7 +118,8 @@ static int params_bytes(const std::string& type) {
       {"LayerNormFwdParams", 56},    {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 80},     {"ParamGradReduceParams", 32},
-      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 32},           {"GeluRecomputeParams", 24}};
+      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 32},           {"GeluRecomputeParams", 24},
+      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 32},          {"AttnFlashBwdParams", 80}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;
@@ -127,6 +132,7 @@ static const char* grid_text(GridKind g) {
     case GridKind::Elementwise: return "grid-stride over 16-byte vectors";
     case GridKind::RowTiles: return "grid = ceil(B·S / kGradRowsPerBlock) (row tiles)";
     case GridKind::ColumnTiles: return "grid = (ceil(cols / 32), arrays)";
+    case GridKind::FlashTiles: return "grid = (ceil(S / rows per tile), B·heads) (one tile of one head per block)";
   }
   return "";
 }
@@ -173,6 +179,9 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
       o << fmt::format("static_assert(AttnRows::kRowsPerBlock == {}, \"dskc plan and template disagree on {}'s rows per "
                        "block\");\n",
                        k.rows_per_block, k.name);
+    if (k.grid == GridKind::FlashTiles)
+      o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s rows per tile\");\n",
+                       k.rows_check, k.rows_per_block, k.name);
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
     o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n",

@@ -196,6 +196,7 @@ static const char* grid_name(GridKind g) {
     case GridKind::Elementwise: return "elementwise";
     case GridKind::RowTiles: return "row_tiles";
     case GridKind::ColumnTiles: return "column_tiles";
+    case GridKind::FlashTiles: return "flash_tiles";
   }
   return "";
 }
@@ -304,6 +305,34 @@ BuildResult build_module(const LayerPlan& plan, const CompileOptions& opt, bool 
   }
   r.module.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+CompiledModule compile_cached(const std::string& source, const std::string& name, const CompileOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string emit = opt.emit == EmitKind::Cubin ? "cubin" : "ptx";
+  const std::string key =
+      cache_key(CacheKeyInputs{source, nvrtc_options(opt), opt.arch, emit, nvrtc_version_string(), kDskcVersion});
+  KernelCache cache(default_cache_dir());
+  CompiledModule m;
+  if (auto e = cache.load(key)) {
+    m.arch = opt.arch;
+    m.emit = opt.emit;
+    m.image = std::move(e->image);
+    m.manifest_json = std::move(e->manifest_json);
+    m.from_cache = true;
+  } else {
+    m = nvrtc_compile(source, name, opt);
+    nlohmann::ordered_json j;
+    j["module"] = name;
+    j["arch"] = opt.arch;
+    j["emit"] = emit;
+    j["kernels"] = nlohmann::json::array();
+    m.manifest_json = j.dump();
+    cache.store(key, CacheEntry{m.image, m.manifest_json});
+  }
+  m.cache_key = key;
+  m.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return m;
 }
 
 }  // namespace dskc

@@ -66,4 +66,9 @@ BuildResult build_module(const LayerPlan& plan, const CompileOptions& opt, bool 
 
 std::string make_manifest(const LayerPlan& plan, const CompiledModule& m);
 
+// A non-layer module (the trainer's model module, the plain layer's module) through the same
+// disk cache as build_module: key = hash of source, options, arch, emit, NVRTC and dskc
+// versions; on a miss NVRTC compiles and the entry is stored with a small manifest naming it.
+CompiledModule compile_cached(const std::string& source, const std::string& name, const CompileOptions& opt);
+
 }  // namespace dskc

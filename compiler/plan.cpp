@@ -1,7 +1,12 @@
 // make_plan: the kernel list and the activation-memory plan of one layer (see plan.h).
 // Saved-tensor rules (training only; inference keeps nothing):
-//   qkv, P (softmax output), ctx, the LayerNorm outputs feeding GEMMs, h (GELU input): always;
-//   P_drop unless attn_dropout_checkpoint (recomputed from P and the RNG) or no attention dropout;
+//   qkv, ctx, the LayerNorm outputs feeding GEMMs, h (GELU input): always;
+//   unfused attention: P (softmax output), and P_drop unless attn_dropout_checkpoint (recomputed
+//   from P and the RNG) or no attention dropout;
+//   fused attention (attn_flash_*): the row logsumexp attn_lse [B, heads, S] fp32 (backward
+//   recomputes P from Q, K and it), and with attention dropout the keep mask as bits,
+//   attn_dropout_bits [B, heads, S, ceil(S/32)] uint32, unless attn_dropout_checkpoint (backward
+//   then regenerates the mask with Philox: same kernels, a different specialization);
 //   g = GELU(h) unless gelu_checkpoint (recomputed from h);
 //   LayerNorm inputs and means unless normalize_invertible (x̂ rebuilt from the LN output).
 // Inputs and outputs of the layer belong to the caller, who keeps them until backward.
@@ -10,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "compiler/errors.h"
 #include "compiler/sha256.h"
@@ -43,6 +49,8 @@ int64_t TensorInfo::bytes(int batch, int seq) const {
     case Extent::Scores: return tokens * width * padded_seq(seq) * elem_bytes;
     case Extent::RowStats: return tokens * elem_bytes;
     case Extent::RowTiles: return static_cast<int64_t>(grad_parts(static_cast<int>(tokens))) * width * elem_bytes;
+    case Extent::HeadRows: return tokens * width * elem_bytes;
+    case Extent::HeadRowWords: return tokens * width * keep_words(seq) * elem_bytes;
   }
   return 0;
 }
@@ -69,6 +77,23 @@ const TensorInfo* LayerPlan::find_saved(const std::string& name) const {
   for (const auto& t : saved)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+bool fused_attention_supported(const LayerConfig& c) {
+  const int d = c.head_dim();
+  return c.dtype() != DType::F32 && d % 16 == 0 && d <= 128 &&
+         static_cast<int64_t>(c.batch_size) * c.heads <= 65535;  // grid.y = B·heads
+}
+
+AttentionPath attention_path_from_env() {
+  const char* v = std::getenv("DSKC_ATTENTION");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto" || s == "fused") return AttentionPath::FusedWhereSupported;
+  if (s == "unfused") return AttentionPath::Unfused;
+  throw Error(ErrorKind::Config,
+              fmt::format("DSKC_ATTENTION={}: expected \"unfused\" (batched GEMMs + softmax kernels) or "
+                          "\"auto\"/\"fused\" (fused attention where the layer supports it)",
+                          s));
 }
 
 std::string config_hash(const LayerConfig& cfg) {
@@ -121,6 +146,22 @@ struct Builder {
     k.rows_per_block = attn_rows_per_block(t, c.max_seq_length);
     plan.kernels.push_back(k);
   }
+  // Fused attention kernel: grid (ceil(S / rows), B·heads); block and rows mirror common/flash.cuh.
+  void flash(Pass pass, const std::string& name, const std::string& params, const std::string& inst,
+             const std::string& block_expr, int block, const std::string& rows_expr, int rows_per_block,
+             const std::string& fuses) {
+    const std::string op = name == "attn_flash_bwd_dkdv" || name == "attn_flash_bwd_dq" ? "attn_flash_bwd" : name;
+    KernelInfo k{name, op, params, inst, fuses, block_expr, pass, GridKind::FlashTiles, block, 0, 1, 1};
+    k.rows_per_block = rows_per_block;
+    k.rows_check = rows_expr;
+    plan.kernels.push_back(k);
+  }
+  void head_rows(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
+    v.push_back({name, "[B, heads, S] fp32", Extent::HeadRows, c.heads, 4, why});
+  }
+  void head_row_words(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
+    v.push_back({name, "[B,heads,S,W] u32", Extent::HeadRowWords, c.heads, 4, why});
+  }
   void reduce(const std::string& name, int cols, const std::string& cols_expr, int arrays,
               const std::string& fuses) {
     plan.kernels.push_back({name, "param_grad_reduce", "ParamGradReduceParams",
@@ -131,15 +172,21 @@ struct Builder {
 
 }  // namespace
 
-LayerPlan make_plan(const LayerConfig& c) {
+LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   validate(c, "layer config");
   LayerPlan plan;
   plan.cfg = c;
   plan.config_hash = config_hash(c);
+  const AttentionPath path =
+      opt.attention == AttentionPath::FromEnvironment ? attention_path_from_env() : opt.attention;
+  const bool fused = path != AttentionPath::Unfused && fused_attention_supported(c);
+  plan.fused_attention = fused;
   Builder b{c, plan};
   const bool pre = c.pre_layer_norm;
   const bool train = c.training;
   const bool attn_drop = train && c.attn_dropout_ratio > 0;
+  const bool bits = fused && attn_drop && !c.attn_dropout_checkpoint;
+  plan.attn_dropout_bits = bits;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
@@ -148,10 +195,19 @@ LayerPlan make_plan(const LayerConfig& c) {
   if (pre)
     b.rows(Pass::Forward, "layernorm_fwd_norm", "layernorm_fwd", "LayerNormFwdParams",
            "layernorm_fwd_impl<kHidden>", H, "LayerNorm(norm_w, norm_b) of the layer input");
-  b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
-         "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",
-         std::string("additive mask + softmax") + (attn_drop ? " + attention dropout" : "") +
-             " over Q·Kᵀ/√d rows");
+  const int fb = 32 * flash_bwd_warps(c.head_dim());  // fused backward block (2 or 4 warps)
+  if (fused)
+    b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
+            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnDropoutBits>", "FlashFwdTile::kThreads", 128,
+            "FlashFwdTile::kRows", 64,
+            std::string("fused attention: Q·Kᵀ/√d + mask, online softmax") + (attn_drop ? ", attention dropout" : "") +
+                ", ·V into the context" + (train ? " + row logsumexp (P is not stored)" : "") +
+                (bits ? " + dropout keep bits" : ""));
+  else
+    b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
+           "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",
+           std::string("additive mask + softmax") + (attn_drop ? " + attention dropout" : "") +
+               " over Q·Kᵀ/√d rows");
   b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_attn", "bias_dropout_residual_layernorm_fwd",
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,
@@ -203,12 +259,29 @@ LayerPlan make_plan(const LayerConfig& c) {
             std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
                 (pre ? "added after" : "added before") + " + gamma/beta partials");
     dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
-    if (c.attn_dropout_checkpoint && attn_drop)
-      b.attn(Pass::Backward, "attn_dropout_recompute", "attn_dropout_recompute", "AttnDropoutRecomputeParams",
-             "attn_dropout_recompute_impl", "attention dropout(P) recomputed from P and the counter RNG");
-    b.attn(Pass::Backward, "attn_softmax_dropout_bwd", "attn_softmax_dropout_bwd", "AttnSoftmaxBwdParams",
-           "attn_softmax_dropout_bwd_impl<kAttnDropoutOn>",
-           std::string(attn_drop ? "attention dropout (regenerated mask) + " : "") + "softmax backward");
+    if (fused) {
+      // attn_dropout_checkpoint needs no kernel here: it only switches the backward from reading the
+      // saved keep bits to regenerating the mask with Philox.
+      const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
+                             (bits ? ", dropout mask from the saved bits" : attn_drop ? ", dropout mask regenerated" : "") +
+                             "; no atomics";
+      b.flash(Pass::Backward, "attn_flash_bwd_dot", "AttnFlashDotParams", "attn_flash_bwd_dot_impl<T>",
+              "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
+              "D = rowsum(dO ⊙ O) per attention row for the fused backward");
+      b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams", "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kAttnDropoutBits>",
+              "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
+              "fused attention backward: dK, dV per key tile (" + re + ")");
+      b.flash(Pass::Backward, "attn_flash_bwd_dq", "AttnFlashBwdParams", "attn_flash_bwd_dq_impl<T, kAttnDropoutOn, kAttnDropoutBits>",
+              "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
+              "fused attention backward: dQ per query tile (" + re + ")");
+    } else {
+      if (c.attn_dropout_checkpoint && attn_drop)
+        b.attn(Pass::Backward, "attn_dropout_recompute", "attn_dropout_recompute", "AttnDropoutRecomputeParams",
+               "attn_dropout_recompute_impl", "attention dropout(P) recomputed from P and the counter RNG");
+      b.attn(Pass::Backward, "attn_softmax_dropout_bwd", "attn_softmax_dropout_bwd", "AttnSoftmaxBwdParams",
+             "attn_softmax_dropout_bwd_impl<kAttnDropoutOn>",
+             std::string(attn_drop ? "attention dropout (regenerated mask) + " : "") + "softmax backward");
+    }
     if (!epi)
       b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
               "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
@@ -233,10 +306,20 @@ LayerPlan make_plan(const LayerConfig& c) {
       b.stats(s, "ln_norm_rstd", "norm LayerNorm backward");
     }
     b.tokens(s, "qkv", "[B, S, 3H]", 3 * H, "Q, K, V for the attention backward");
-    b.scores(s, "attn_probs", "softmax output P for the softmax backward");
-    if (attn_drop && !c.attn_dropout_checkpoint)
-      b.scores(s, "attn_probs_dropped", "dropout(P) for the V gradient (attn_dropout_checkpoint recomputes it)");
-    b.tokens(s, "attn_context", "[B, S, H]", H, "input of the output projection (attn_ow gradient)");
+    if (fused) {
+      b.head_rows(s, "attn_lse", "row logsumexp of the attention scores: backward recomputes P from Q, K and it");
+      if (bits)
+        b.head_row_words(s, "attn_dropout_bits",
+                         "attention dropout keep mask, 1 bit per score (W = ceil(S/32) uint32 per row); "
+                         "attn_dropout_checkpoint regenerates it instead");
+    } else {
+      b.scores(s, "attn_probs", "softmax output P for the softmax backward");
+      if (attn_drop && !c.attn_dropout_checkpoint)
+        b.scores(s, "attn_probs_dropped", "dropout(P) for the V gradient (attn_dropout_checkpoint recomputes it)");
+    }
+    b.tokens(s, "attn_context", "[B, S, H]", H,
+             fused ? "input of the output projection (attn_ow gradient); O for D = rowsum(dO ⊙ O)"
+                   : "input of the output projection (attn_ow gradient)");
     if (pre) {
       if (!inv) b.tokens(s, "attn_residual", "[B, S, H]", H, "attn LayerNorm input (normalize_invertible drops it)");
       b.tokens(s, "ln_attn_out", "[B, S, H]", H, "input of the intermediate GEMM (inter_w gradient)");
@@ -260,7 +343,7 @@ LayerPlan make_plan(const LayerConfig& c) {
   if (!train) {
     if (pre) b.tokens(w, "ln_norm_out", "[B, S, H]", H, "scratch");
     b.tokens(w, "qkv", "[B, S, 3H]", 3 * H, "scratch");
-    b.scores(w, "attn_probs", "scratch");
+    if (!fused) b.scores(w, "attn_probs", "scratch");
     b.tokens(w, "attn_context", "[B, S, H]", H, "scratch");
     b.tokens(w, "attn_residual", "[B, S, H]", H, "scratch");
     b.tokens(w, "ln_attn_out", "[B, S, H]", H, "scratch");
@@ -270,7 +353,7 @@ LayerPlan make_plan(const LayerConfig& c) {
     b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "scratch");
     if (!pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "scratch");
   } else {
-    if (attn_drop && c.attn_dropout_checkpoint) b.scores(w, "attn_probs_dropped", "recomputed dropout(P)");
+    if (!fused && attn_drop && c.attn_dropout_checkpoint) b.scores(w, "attn_probs_dropped", "recomputed dropout(P)");
     if (inv) b.tokens(w, "attn_residual", "[B, S, H]", H, "residual sum (not kept with normalize_invertible)");
     if (inv) b.stats(w, "ln_scratch_mean", "LayerNorm means (not kept with normalize_invertible)");
     if (inv && !pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "residual sum (not kept)");
@@ -279,7 +362,10 @@ LayerPlan make_plan(const LayerConfig& c) {
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
     b.tokens(w, "grad_qkv", "[B, S, 3H]", 3 * H, "gradient scratch");
-    b.scores(w, "grad_scores", "gradient of the attention scores");
+    if (fused)
+      b.head_rows(w, "attn_row_dot", "D = rowsum(dO ⊙ O) of the fused attention backward");
+    else
+      b.scores(w, "grad_scores", "gradient of the attention scores");
     // Row-tile partial sums: LayerNorm gamma+beta (2H) always; bias gradients (3H, I) in fp32.
     const int64_t part_width = epi ? 2 * H : std::max({int64_t{2} * H, int64_t{3} * H, int64_t{I}});
     w.push_back({"grad_param_partials", epi ? "[ceil(B·S/8), 2H] fp32" : "[ceil(B·S/8), max(3H, I)] fp32",

@@ -57,6 +57,10 @@ DriverApi load_driver() {
   load_sym(lib, d.cuEventRecord, "cuEventRecord");
   load_sym(lib, d.cuEventSynchronize, "cuEventSynchronize");
   load_sym(lib, d.cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+  load_sym(lib, d.cuEventQuery, "cuEventQuery");
+  load_sym(lib, d.cuStreamWaitEvent, "cuStreamWaitEvent");
+  load_sym(lib, d.cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
+  load_sym(lib, d.cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = "?";

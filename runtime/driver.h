@@ -41,6 +41,10 @@ struct DriverApi {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
+  CUresult (*cuStreamCreateWithPriority)(CUstream*, unsigned int, int);
+  CUresult (*cuCtxGetStreamPriorityRange)(int*, int*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
 };
 

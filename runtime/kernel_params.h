@@ -77,7 +77,32 @@ struct GeluRecompute {
   int rows;
 };
 
+// Fused attention (templates/attn_flash_fwd.cuh, attn_flash_bwd_dot.cuh, attn_flash_bwd.cuh).
+struct AttnFlashFwd {
+  Ptr qkv, mask, ctx;
+  float* lse;      // nullptr in inference
+  uint32_t* bits;  // attn_dropout_bits (kAttnDropoutBits); else nullptr
+  int batch, seq;
+  DropoutArgs rng;
+};
+struct AttnFlashDot {
+  Ptr ctx, dctx;
+  float* dot;
+  int batch, seq;
+};
+struct AttnFlashBwd {
+  Ptr qkv, mask, dctx;
+  const float *lse, *dot;
+  const uint32_t* bits;  // attn_dropout_bits (kAttnDropoutBits); else nullptr
+  Ptr dqkv;
+  int batch, seq;
+  DropoutArgs rng;
+};
+
 static_assert(sizeof(DropoutArgs) == 16);
+static_assert(sizeof(AttnFlashFwd) == 64);
+static_assert(sizeof(AttnFlashDot) == 32);
+static_assert(sizeof(AttnFlashBwd) == 80);
 static_assert(sizeof(LayerNormFwd) == 56);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);
 static_assert(sizeof(BiasDropoutResidual) == 56);

@@ -37,7 +37,7 @@ std::string compiled_plain_module(const LayerConfig& cfg, const std::string& arc
   std::lock_guard<std::mutex> lock(mu);
   auto it = images.find(gen.source);
   if (it != images.end()) return it->second;
-  const CompiledModule cm = nvrtc_compile(gen.source, "dskc_plain_layer.cu", co);
+  const CompiledModule cm = compile_cached(gen.source, "dskc_plain_layer.cu", co);
   images[gen.source] = cm.image;
   return cm.image;
 }

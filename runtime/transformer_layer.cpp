@@ -40,7 +40,7 @@ CUfunction LoadedModule::function(const std::string& name) const {
 }
 
 TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const LayerOptions& opt)
-    : ctx_(ctx), plan_(make_plan(cfg)), opt_(opt) {
+    : ctx_(ctx), plan_(make_plan(cfg, PlanOptions{opt.attention})), opt_(opt) {
   ctx_.make_current();
   CompileOptions co;
   co.arch = detect_gpu_arch(ctx_.device()).value_or("sm_90");
@@ -65,7 +65,8 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     soff += align_up(s.bytes(cfg.batch_size, cfg.max_seq_length));
   }
   saved_ = DeviceBuffer(ctx_, soff);
-  ptr_arrays_ = DeviceBuffer(ctx_, sizeof(void*) * kNumArrays * cfg.batch_size * cfg.heads);
+  if (!plan_.fused_attention)  // the fused attention kernels index heads themselves
+    ptr_arrays_ = DeviceBuffer(ctx_, sizeof(void*) * kNumArrays * cfg.batch_size * cfg.heads);
   zero_mask_ = DeviceBuffer(ctx_, static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length * eb);
   DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
   if (grads_.bytes()) DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_.stream()));
@@ -144,7 +145,8 @@ void TransformerLayer::prepare_call(int batch, int seq) {
   }
   workspace_ = ctx_.scratch(off);
   // Attention pointer arrays: per (b, h) the row-major bases of Q, K, V, scores, ...
-  if (arrays_batch_ != batch || arrays_seq_ != seq || arrays_workspace_ != workspace_) {
+  if (!plan_.fused_attention &&
+      (arrays_batch_ != batch || arrays_seq_ != seq || arrays_workspace_ != workspace_)) {
     const int H = c.hidden_size, d = c.head_dim(), heads = c.heads, sp = padded_seq(seq);
     const size_t eb = dtype_bytes(c.dtype());
     const int n = batch * heads;
@@ -197,6 +199,7 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
     }
     case GridKind::RowTiles: return static_cast<unsigned>(grad_parts(rows));
     case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + 31) / 32);
+    case GridKind::FlashTiles: return static_cast<unsigned>((seq_ + k.rows_per_block - 1) / k.rows_per_block);
   }
   return 1;
 }
@@ -229,7 +232,9 @@ void TransformerLayer::gemm_batched(const char* name, const GemmShape& s, CUdevi
 void TransformerLayer::run_kernel(const std::string& name, const void* params, int rows) {
   const KernelInfo* k = plan_.find_kernel(name);
   DSKC_ASSERT(k, "kernel " + name + " not in plan");
-  launch(name, grid_for(*k, rows), 1, params);
+  // FlashTiles: grid.y = B·heads (make_plan keeps batch_size·heads <= 65535 on that path).
+  const unsigned grid_y = k->grid == GridKind::FlashTiles ? static_cast<unsigned>(batch_ * plan_.cfg.heads) : 1u;
+  launch(name, grid_for(*k, rows), grid_y, params);
 }
 
 void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0,
@@ -242,6 +247,7 @@ void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int p
 
 #define P(x) reinterpret_cast<kp::Ptr>(x)
 #define F(x) reinterpret_cast<float*>(x)
+#define U32(x) reinterpret_cast<uint32_t*>(x)
 
 void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq,
                                uint32_t step) {
@@ -270,18 +276,26 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
   gemm("gemm_qkv_fwd", {false, true, rows, 3 * H, H, H, H, 3 * H}, h1, param("attn_qkvw"), t("qkv"), 1.f, 0.f,
              param("attn_qkvb"));
-  // scores[b,h] = Q·Kᵀ / sqrt(d)                                          [S, S8] per head
   const int n = batch * c.heads, d = c.head_dim();
   const CUdeviceptr arr = ptr_arrays_.ptr();
   auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  gemm_batched("gemm_attn_scores_fwd", {false, true, seq, seq, d, 3 * H, 3 * H, sp}, array(kQ), array(kK), array(kScores), n, scale);
-  {
+  if (plan_.fused_attention) {
+    // ctx = dropout(softmax(Q·Kᵀ/√d + mask))·V in one kernel; training keeps the row logsumexp and,
+    // unless attn_dropout_checkpoint, the dropout keep bits.
+    kp::AttnFlashFwd p{P(t("qkv")), P(mask_), P(t("attn_context")), train ? F(t("attn_lse")) : nullptr,
+                       plan_.attn_dropout_bits ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng};
+    run_kernel("attn_flash_fwd", &p, rows);
+  } else {
+    // scores[b,h] = Q·Kᵀ / sqrt(d)                                          [S, S8] per head
+    gemm_batched("gemm_attn_scores_fwd", {false, true, seq, seq, d, 3 * H, 3 * H, sp}, array(kQ), array(kK),
+                 array(kScores), n, scale);
     kp::AttnSoftmaxFwd p{P(t("attn_probs")), P(mask_), P(attn_drop ? t("attn_probs_dropped") : 0), batch, seq, sp, rng};
     run_kernel("attn_softmax_dropout_fwd", &p, rows);
+    // ctx[b, :, h] = dropout(P) · V                                          [rows, H]
+    gemm_batched("gemm_attn_context_fwd", {false, false, seq, d, seq, sp, 3 * H, H}, array(kProbsDrop), array(kV),
+                 array(kCtx), n);
   }
-  // ctx[b, :, h] = dropout(P) · V                                          [rows, H]
-  gemm_batched("gemm_attn_context_fwd", {false, false, seq, d, seq, sp, 3 * H, H}, array(kProbsDrop), array(kV), array(kCtx), n);
   // linear_out = ctx · attn_owᵀ                                            [rows, H]
   gemm("gemm_attn_out_fwd", {false, true, rows, H, H, H, H, H}, t("attn_context"), param("attn_ow"), t("linear_out"));
   {
@@ -393,20 +407,34 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
        epi_bias("attn_ob"));
   gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
   // ---- attention ----
-  if (c.attn_dropout_checkpoint && attn_drop) {
-    kp::AttnDropoutRecompute p{P(t("attn_probs")), P(t("attn_probs_dropped")), batch_, seq, sp, rng};
-    run_kernel("attn_dropout_recompute", &p, rows);
+  if (plan_.fused_attention) {
+    // D = rowsum(dO ⊙ O); then dK, dV (per key tile) and dQ (per query tile) straight into grad_qkv.
+    kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), batch_, seq};
+    run_kernel("attn_flash_bwd_dot", &pd, rows);
+    // The dropout mask comes from attn_dropout_bits, or is regenerated (attn_dropout_checkpoint).
+    kp::AttnFlashBwd pb{P(t("qkv")), P(mask_), P(lin), F(t("attn_lse")), F(t("attn_row_dot")),
+                        plan_.attn_dropout_bits ? U32(t("attn_dropout_bits")) : nullptr, P(gq), batch_, seq, rng};
+    run_kernel("attn_flash_bwd_dkdv", &pb, rows);
+    run_kernel("attn_flash_bwd_dq", &pb, rows);
+  } else {
+    if (c.attn_dropout_checkpoint && attn_drop) {
+      kp::AttnDropoutRecompute p{P(t("attn_probs")), P(t("attn_probs_dropped")), batch_, seq, sp, rng};
+      run_kernel("attn_dropout_recompute", &p, rows);
+    }
+    // dV = dropout(P)ᵀ · d_ctx ; d(P_drop) = d_ctx · Vᵀ
+    gemm_batched("gemm_attn_dv", {true, false, seq, d, seq, sp, H, 3 * H}, array(kProbsDrop), array(kDCtx), array(kDV), n);
+    gemm_batched("gemm_attn_dprobs", {false, true, seq, seq, d, H, 3 * H, sp}, array(kDCtx), array(kV), array(kDScores),
+                 n);
+    {
+      kp::AttnSoftmaxBwd p{P(t("grad_scores")), P(t("attn_probs")), batch_, seq, sp, rng};
+      run_kernel("attn_softmax_dropout_bwd", &p, rows);
+    }
+    // dQ = dS · K / sqrt(d) ; dK = dSᵀ · Q / sqrt(d)
+    gemm_batched("gemm_attn_dq", {false, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK), array(kDQ),
+                 n, scale);
+    gemm_batched("gemm_attn_dk", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kQ), array(kDK),
+                 n, scale);
   }
-  // dV = dropout(P)ᵀ · d_ctx ; d(P_drop) = d_ctx · Vᵀ
-  gemm_batched("gemm_attn_dv", {true, false, seq, d, seq, sp, H, 3 * H}, array(kProbsDrop), array(kDCtx), array(kDV), n);
-  gemm_batched("gemm_attn_dprobs", {false, true, seq, seq, d, H, 3 * H, sp}, array(kDCtx), array(kV), array(kDScores), n);
-  {
-    kp::AttnSoftmaxBwd p{P(t("grad_scores")), P(t("attn_probs")), batch_, seq, sp, rng};
-    run_kernel("attn_softmax_dropout_bwd", &p, rows);
-  }
-  // dQ = dS · K / sqrt(d) ; dK = dSᵀ · Q / sqrt(d)
-  gemm_batched("gemm_attn_dq", {false, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK), array(kDQ), n, scale);
-  gemm_batched("gemm_attn_dk", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kQ), array(kDK), n, scale);
   if (!epi) {
     kp::DropoutBiasGrad p{P(gq), P(0), F(part), rows, rng};
     run_kernel("bias_grad_qkv", &p, rows);

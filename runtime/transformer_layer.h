@@ -36,6 +36,9 @@ struct LayerOptions {
   uint32_t layer_id = 0;     // keys the dropout RNG together with seed and step
   std::string cache_dir;     // empty: default cache dir
   bool use_cache = true;
+  // Fused attention where the layer supports it, or the unfused path (batched GEMMs + softmax
+  // kernels); FromEnvironment honours DSKC_ATTENTION=unfused (compiler/plan.h).
+  AttentionPath attention = AttentionPath::FromEnvironment;
 };
 
 class TransformerLayer : public GpuLayer {
@@ -68,6 +71,11 @@ class TransformerLayer : public GpuLayer {
 
   // Bytes this layer holds between forward and backward (the plan's saved tensors).
   size_t saved_bytes_allocated() const { return saved_.bytes(); }
+
+  // A saved or workspace tensor of the plan as the last forward / backward left it (tests and
+  // debugging: e.g. attn_context, attn_lse, grad_qkv). Workspace tensors are scratch shared with
+  // other layers of the same Context: read them before another layer runs.
+  CUdeviceptr tensor(const std::string& name) const { return t(name); }
 
  private:
   struct Impl;

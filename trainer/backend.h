@@ -16,7 +16,7 @@
 //  - Dropout masks come from the Philox rule of templates/common/philox.cuh keyed by (seed,
 //    layer, m.rng_step): encoder layer i uses layer id i with streams 1-3 (docs/DESIGN.md),
 //    the embedding output stream kStreamEmbeddingOutput (bert_model.h). The trainer passes
-//    rng_step = step × accumulation + micro index, so masks depend on nothing but the seed
+//    rng_step = (step × world + rank) × accumulation + micro index, so masks depend on nothing but the seed
 //    and the position in training (exact resume).
 //  - Padding predictions: slot k of a sample is a real prediction while
 //    masked_lm_positions[k] != 0; the first 0 ends the list (position 0 is [CLS], never
@@ -47,7 +47,13 @@ struct MicroStep {
   double loss_scale = 1.0;  // gradients carry this factor (fp16 loss scaling)
   int accumulation = 1;     // gradients are divided by this (micro-batches per step)
   uint32_t rng_step = 0;    // dropout RNG step key
+  // The last micro-batch of a step: a data-parallel backend all-reduces the gradients during
+  // this call (bucket by bucket, overlapped with backward) and returns with the sums of all
+  // ranks in its gradient buffers. Earlier micro-batches only accumulate locally.
+  bool sync_grads = true;
 };
+
+class ProcessGroup;
 
 struct BackendOptions {
   BertShape shape;
@@ -61,6 +67,20 @@ struct BackendOptions {
        stochastic_mode = false;
   uint64_t seed = 42;  // dropout RNG
   int local_rank = -1;
+  // Data parallel (world size > 1, CUDA backend only): the group whose NCCL communicator the
+  // backend creates on its device and all-reduces gradients over (not owned; must outlive the
+  // backend). Gradient buckets of bucket_cap_bytes (fp32 gradients), released in reverse
+  // parameter order as backward produces them; delay_allreduce: one all-reduce after backward.
+  ProcessGroup* process_group = nullptr;
+  // CUDA backend: a cap on the device memory its Context may allocate (0 = none), applied
+  // before the first allocation (the memory benchmark's emulated smaller GPU).
+  size_t memory_cap_bytes = 0;
+  bool delay_allreduce = false;
+  size_t bucket_cap_bytes = 25u * 1000u * 1000u;
+  // fp16/bf16 training all-reduces gradients in that dtype (DeepSpeed's default; the fp32
+  // accumulators hold dtype-rounded values, so the conversion is exact and the sum is rounded
+  // once, like an accumulation step); true: in fp32 (DeepSpeed's "fp32_allreduce").
+  bool fp32_allreduce = false;
 };
 
 class TrainBackend {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 
 #include "compiler/errors.h"
@@ -16,6 +17,7 @@
 #include "runtime/layer_params.h"
 #include "runtime/plain_layer.h"
 #include "trainer/bert_cuda_params.h"
+#include "trainer/process_group.h"
 
 namespace dskc {
 namespace {
@@ -40,6 +42,7 @@ CUdeviceptr CudaBackend::Growable::ensure(Context& ctx, size_t bytes) {
 
 CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtype) {
   ctx_ = std::make_unique<Context>(opt.local_rank >= 0 ? opt.local_rank : -1);
+  ctx_->set_memory_cap(opt.memory_cap_bytes);
   eb_ = static_cast<size_t>(dtype_bytes(dtype_));
   layer_cfg_ = backend_layer_config(opt);
   specs_ = model_param_specs(opt.shape);
@@ -94,7 +97,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   CompileOptions co;
   co.arch = detect_gpu_arch(ctx_->device()).value_or("sm_90");
   const GeneratedModelModule gen = emit_model_module(mc, co.arch, nvrtc_options(co));
-  const CompiledModule cm = nvrtc_compile(gen.source, "dskc_model.cu", co);
+  const CompiledModule cm = compile_cached(gen.source, "dskc_model.cu", co);
   module_ = std::make_unique<LoadedModule>(*ctx_, cm.image);
   gemm_ = std::make_unique<Gemm>(*ctx_, dtype_, false);
 
@@ -132,9 +135,55 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     DSKC_CU(cuMemsetD8Async(b->ptr(), 0, b->bytes(), ctx_->stream()));
   sync_compute_params();
   ctx_->synchronize();
+
+  if (opt.process_group) {
+    pg_ = opt.process_group;
+    pg_->init_nccl(*ctx_);
+    // Buckets over the flat fp32 gradients: one GradParam per tensor with its aligned length, so
+    // a bucket's parameters (consecutive indices) span one contiguous range of grads_.
+    std::vector<GradParam> gp;
+    for (size_t i = 0; i < specs_.size(); ++i)
+      gp.push_back({specs_[i].name, align_up(static_cast<size_t>(specs_[i].numel()), kAlignFloats), 4});
+    bucket_plan_ = std::make_unique<BucketPlan>(make_bucket_plan(gp, opt.bucket_cap_bytes, opt.delay_allreduce));
+    for (const GradBucket& b : bucket_plan_->buckets) {
+      const auto [lo, hi] = std::minmax_element(b.params.begin(), b.params.end());
+      DSKC_ASSERT(static_cast<size_t>(*hi - *lo + 1) == b.params.size(), "bucket of consecutive parameters");
+    }
+    tracker_ = std::make_unique<BucketTracker>(*bucket_plan_, std::move(gp));
+    reduce_in_dtype_ = dtype_ != DType::F32 && !opt.fp32_allreduce;
+    if (reduce_in_dtype_) reduce_stage_ = DeviceBuffer(*ctx_, total_floats_ * eb_);
+  }
+}
+
+void CudaBackend::grad_ready(int idx) {
+  if (!syncing_) return;
+  for (int b : tracker_->mark_ready(idx)) {
+    const GradBucket& bk = bucket_plan_->buckets[static_cast<size_t>(b)];
+    const int lo = *std::min_element(bk.params.begin(), bk.params.end());
+    const size_t n = bk.size_bytes / 4;
+    pg_->wait_for_compute();
+    if (!reduce_in_dtype_) {
+      pg_->all_reduce(grad(lo), n, ncclFloat32);
+      continue;
+    }
+    // On the group's stream: dtype copy (exact: the accumulators hold dtype-rounded values),
+    // all-reduce, then back into the fp32 accumulators (0 + x: exact).
+    const CUdeviceptr stage = reduce_stage_.ptr() + offset_[lo] * eb_;
+    mkp::Cast to{reinterpret_cast<const float*>(grad(lo)), reinterpret_cast<void*>(stage), n};
+    launch_on(pg_->stream(), "model_cast_params", stride_grid(n), &to);
+    pg_->all_reduce(stage, n, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+    DSKC_CU(cuMemsetD8Async(grad(lo), 0, n * 4, pg_->stream()));
+    mkp::Accumulate back{reinterpret_cast<const void*>(stage), reinterpret_cast<float*>(grad(lo)), n};
+    launch_on(pg_->stream(), "model_accumulate", std::min(stride_grid(n), 4096u), &back);
+  }
 }
 
 CudaBackend::~CudaBackend() {
+  // NCCL first: with a failed collective pending, the abort is what lets the streams drain.
+  if (pg_) {
+    if (std::uncaught_exceptions() > 0) pg_->mark_failed();
+    pg_->release_nccl();
+  }
   try {
     if (ctx_) ctx_->synchronize();
   } catch (...) {
@@ -166,10 +215,14 @@ std::string CudaBackend::name() const {
 }
 
 void CudaBackend::launch(const char* kernel, unsigned grid, const void* params) {
+  launch_on(ctx_->stream(), kernel, grid, params);
+}
+
+void CudaBackend::launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params) {
   if (grid == 0) return;
   CUfunction f = module_->function(kernel);
   void* args[] = {const_cast<void*>(params)};
-  DSKC_CU(cuLaunchKernel(f, grid, 1, 1, kModelBlock, 1, 1, 0, ctx_->stream(), args, nullptr));
+  DSKC_CU(cuLaunchKernel(f, grid, 1, 1, kModelBlock, 1, 1, 0, stream, args, nullptr));
 }
 
 void CudaBackend::sync_compute_params() {

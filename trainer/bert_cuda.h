@@ -22,6 +22,14 @@
 // table gradients are grouped by token id on the host (CSR) so repeated ids add in a fixed
 // order: forward_backward is bitwise reproducible run to run (stochastic_mode aside, which lets
 // the layers autotune their GEMMs).
+//
+// Data parallel (BackendOptions::process_group): gradients are all-reduced over NCCL (in the
+// fp16/bf16 dtype through a staging copy, or fp32 with fp32_allreduce) on
+// the group's stream while backward goes on: after the last micro-batch's backward of a layer
+// (or head) has added its gradients into grads_, the buckets it completes are enqueued in plan
+// order (grad_buckets.h); forward_backward returns once all have finished (bounded wait).
+// Summed gradients are the same on every rank, so every rank takes the same overflow and
+// clipping decisions and applies the same update.
 #pragma once
 #include <array>
 #include <memory>
@@ -33,6 +41,7 @@
 #include "runtime/gpu_layer.h"
 #include "runtime/transformer_layer.h"
 #include "trainer/backend.h"
+#include "trainer/grad_buckets.h"
 
 namespace dskc {
 
@@ -68,6 +77,7 @@ class CudaBackend : public TrainBackend {
   };
 
   void launch(const char* kernel, unsigned grid, const void* params);
+  void launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params);
   void sync_compute_params();  // masters -> layer and head weights (dtype)
   int index_of(const std::string& name) const;
   CUdeviceptr master(int idx) const { return master_.ptr() + offset_[idx] * 4; }
@@ -82,6 +92,9 @@ class CudaBackend : public TrainBackend {
   void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n);
   void colsum(CUdeviceptr src, int rows, int cols, int ld, int idx);
   void gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias = 0);
+  // Data parallel: parameter idx has its final gradient of this step in grads_; all-reduces the
+  // buckets that became complete (no-op unless this call syncs).
+  void grad_ready(int idx);
 
   BackendOptions opt_;
   DType dtype_;
@@ -107,6 +120,15 @@ class CudaBackend : public TrainBackend {
   DeviceBuffer dgrad_a_, dgrad_b_, final_out_, emb_sum_, emb_dsum_, stats_, mask_, nsp_bufs_, partials_;
   Growable ints_, mlm_, wgrad_;
   int vocab_pad_ = 0;  // logits row stride (vocab rounded up to 8 elements: aligned rows)
+
+  // Data parallel: buckets over grads_ (each bucket is a run of consecutive parameters, so one
+  // contiguous range of the flat fp32 buffer, alignment gaps included).
+  ProcessGroup* pg_ = nullptr;
+  std::unique_ptr<BucketPlan> bucket_plan_;
+  std::unique_ptr<BucketTracker> tracker_;
+  bool syncing_ = false;
+  bool reduce_in_dtype_ = false;  // fp16/bf16 all-reduce through reduce_stage_ (same offsets)
+  DeviceBuffer reduce_stage_;
 };
 
 }  // namespace dskc

@@ -14,6 +14,7 @@
 #include "runtime/host_tensor.h"
 #include "trainer/bert_cuda.h"
 #include "trainer/bert_cuda_params.h"
+#include "trainer/process_group.h"
 
 namespace dskc {
 namespace {
@@ -65,6 +66,8 @@ void CudaBackend::gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdevic
 StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   check_batch(batch, opt_);
   ctx_->make_current();
+  syncing_ = pg_ != nullptr && m.sync_grads;
+  if (syncing_) tracker_->reset();  // a call that threw half-way leaves no stale marks
   const BertShape& shape = opt_.shape;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
   const int rows = B * S, Vp = vocab_pad_, N = shape.num_hidden_layers;
@@ -177,6 +180,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     colsum(du, M, H, H, tr_b_);
     gemm({false, false, M, H, H, H, H, H}, du, weight(tr_w_), gl);
   }
+  for (int idx : {dec_b_, tr_ln_w_, tr_ln_b_, tr_w_, tr_b_}) grad_ready(idx);
 
   // ---- NSP head: classifier(tanh(pooler(h_[CLS])))
   {
@@ -195,6 +199,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     colsum(dpooled, B, H, H, pool_b_);
     gemm({false, false, B, H, H, H, H, H}, dpooled, weight(pool_w_), dcls);
   }
+  for (int idx : {nsp_w_, nsp_b_, pool_w_, pool_b_}) grad_ready(idx);
 
   // ---- gradient wrt the encoder output (after the final LN): [CLS] rows and masked rows
   CUdeviceptr cur = dgrad_a_.ptr(), other = dgrad_b_.ptr();
@@ -210,6 +215,8 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     mkp::LnBwd lb{P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd), P_(weight(final_ln_w_)), nullptr, P_(other), {}, rows};
     launch("model_layernorm_bwd", static_cast<unsigned>(rows), &lb);
     std::swap(cur, other);
+    grad_ready(final_ln_w_);
+    grad_ready(final_ln_b_);
   }
 
   // ---- encoder backward; each layer's gradients (overwritten per call) go into the accumulators
@@ -217,6 +224,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     layers_[l]->backward(cur, other);
     for (int k = 0; k < kLayerParams; ++k)
       accumulate(layers_[l]->grad(layer_param_names_[k]), layer_idx_[static_cast<size_t>(l)][k]);
+    for (int k = 0; k < kLayerParams; ++k) grad_ready(layer_idx_[static_cast<size_t>(l)][k]);
     std::swap(cur, other);
   }
 
@@ -235,6 +243,12 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
                           I_(at(o_groups[i][2])), F_(grad(table[i])), n_groups};
       launch("model_grouped_rows_accumulate", static_cast<unsigned>(n_groups), &gp);
     }
+  }
+  for (int idx : {word_, pos_, type_, emb_ln_w_, emb_ln_b_}) grad_ready(idx);
+  if (syncing_) {
+    tracker_->finish_step();  // every bucket was released (Error(Internal) names a forgotten one)
+    pg_->wait_all_reduces("the gradient all-reduce");
+    syncing_ = false;
   }
 
   // ---- losses (the only device -> host copies of the step)

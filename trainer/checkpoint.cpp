@@ -70,7 +70,7 @@ std::string to_json_text(const TrainerState& s) {
                       {"iteration", s.scaler.iteration},
                       {"last_overflow_iteration", s.scaler.last_overflow_iteration},
                       {"hysteresis_left", s.scaler.hysteresis_left}};
-  j["data_position"] = {{"epoch", s.data.epoch}, {"shard", s.data.shard}, {"sample", s.data.sample}};
+  j["data_position"] = {{"epoch", s.data.epoch}, {"shard", s.data.shard}, {"sample", s.data.sample}, {"taken", s.data.taken}};
   j["data_total_samples"] = s.data_total_samples;
   j["max_seq_length"] = s.max_seq_length;
   j["micro_batch"] = s.micro_batch;
@@ -112,6 +112,8 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& src
   s.data.epoch = static_cast<uint64_t>(i64(dp, "epoch", "data_position.epoch", 0));
   s.data.shard = static_cast<uint64_t>(i64(dp, "shard", "data_position.shard", 0));
   s.data.sample = static_cast<uint64_t>(i64(dp, "sample", "data_position.sample", 0));
+  // "taken" came with multi-GPU training; older states lack it (0: resume by epoch/shard/sample).
+  if (find(dp, "taken")) s.data.taken = static_cast<uint64_t>(i64(dp, "taken", "data_position.taken", 0));
   s.data_total_samples = static_cast<uint64_t>(i64(j, "data_total_samples", "data_total_samples", 0));
   s.max_seq_length = static_cast<int>(i64(j, "max_seq_length", "max_seq_length", 0));
   s.micro_batch = static_cast<int>(i64(j, "micro_batch", "micro_batch", 0));

@@ -150,11 +150,12 @@ DsConfig parse_ds_config(const std::string& json_text, const std::string& source
   if (c.fp16 && c.bf16) fail(fmt::format("{}: fp16.enabled and bf16.enabled are both true; enable at most one", source));
   read_fp16(ds, source, c);
   if (const Json* sa = find(ds, "sparse_attention")) c.sparse_attention = !(sa->is_boolean() && !sa->get<bool>());
+  if (const Json* fa = find(ds, "fp32_allreduce")) c.fp32_allreduce = get_bool(*fa, source, "fp32_allreduce");
 
   static const std::set<std::string> handled = {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
       "optimizer",        "gradient_clipping",              "fp16",                        "bf16",
-      "bfloat16",         "sparse_attention"};
+      "bfloat16",         "sparse_attention",               "fp32_allreduce"};
   for (const auto& [key, value] : ds.items())
     if (!handled.count(key)) c.ignored_keys.push_back(key);
   return c;

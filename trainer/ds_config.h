@@ -12,6 +12,7 @@
 //         (1000), hysteresis (2), min_loss_scale (1)}
 //   bf16 / bfloat16 {enabled}
 //   sparse_attention (any value but false: incompatible with the transformer kernel)
+//   fp32_allreduce (false): multi-GPU gradient all-reduce in fp32 instead of the fp16/bf16 dtype
 // Other top-level keys (DeepSpeed has many) are listed in `ignored_keys` for a warning; they
 // are never an error. Malformed values are Error(Config) naming the file and key.
 #pragma once
@@ -33,6 +34,7 @@ struct DsConfig {
   bool fp16 = false, bf16 = false;
   LossScalerConfig fp16_scaler;  // enabled == fp16
   bool sparse_attention = false;
+  bool fp32_allreduce = false;
   std::vector<std::string> ignored_keys;
 };
 

@@ -384,9 +384,28 @@ Batch ShardDataset::next_batch(int batch_size) {
     copy(shard_.masked_lm_ids, b.masked_lm_ids, P);
     copy(shard_.next_sentence_labels, b.next_sentence_labels, 1);
     ++pos_.sample;
+    ++pos_.taken;
     ++filled;
   }
   return b;
+}
+
+void ShardDataset::seek_taken(uint64_t taken) {
+  DataPosition p;
+  p.taken = taken;
+  p.epoch = taken / rank_samples_;
+  uint64_t rest = taken % rank_samples_;
+  start_epoch(p.epoch);
+  for (size_t k = 0; k < shard_order_.size(); ++k) {
+    const uint64_t count = rank_count(infos_[shard_order_[k]].num_samples);
+    if (rest < count) {
+      p.shard = k;
+      p.sample = rest;
+      break;
+    }
+    rest -= count;
+  }
+  pos_ = p;
 }
 
 void ShardDataset::seek(const DataPosition& pos) {

@@ -45,11 +45,13 @@ ShardInfo read_shard_info(const std::string& path);
 void write_shard(const std::string& path, const PretrainShard& shard);
 
 // Where a ShardDataset stands, for checkpoints. `shard` indexes the epoch's shuffled shard
-// order; `sample` counts the samples this rank already took from that shard.
+// order; `sample` counts the samples this rank already took from that shard; `taken` counts
+// every sample this rank took since the start of the stream (what seek_taken() replays).
 struct DataPosition {
   uint64_t epoch = 0;
   uint64_t shard = 0;
   uint64_t sample = 0;
+  uint64_t taken = 0;
   bool operator==(const DataPosition&) const = default;
 };
 
@@ -80,6 +82,11 @@ class ShardDataset {
   DataPosition position() const { return pos_; }
   // Resume exactly at a position() taken earlier (with the same files, seed, rank, world).
   void seek(const DataPosition& pos);
+  // Moves to where this rank stands after taking `taken` samples from the start of the stream
+  // (no data read). Every rank of a job takes the same number of samples, so rank 0's count
+  // places every rank; with another world size it places each rank at the same point of the
+  // epoch (the sample-to-rank assignment then differs from an uninterrupted run).
+  void seek_taken(uint64_t taken);
 
   const std::vector<std::string>& files() const { return files_; }
   int seq_len() const { return seq_len_; }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "compiler/errors.h"
 #include "compiler/fileio.h"
@@ -16,6 +17,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/png.h"
+#include "trainer/process_group.h"
 #include "trainer/trainer_setup.h"
 
 namespace dskc {
@@ -84,6 +86,7 @@ std::vector<CurveSeries> read_curves(const std::string& path) {
 
 std::unique_ptr<TrainBackend> choose_backend(const TrainOptions& opt, const BackendOptions& bo, const LogFn& log) {
   std::string kind = opt.backend;
+  if (opt.dist.distributed()) kind = "cuda";  // train() checked that a GPU is present
   if (kind == "auto") kind = gpu_available() ? "cuda" : "cpu";
   std::unique_ptr<TrainBackend> b = make_backend(kind, bo);
   if (b) return b;
@@ -104,7 +107,10 @@ TrainResult train(const TrainOptions& opt) {
     std::printf("%s\n", l.c_str());
     std::fflush(stdout);
   });
-  TrainSetup setup = resolve_setup(opt, log);
+  const DistEnv& dist = opt.dist;
+  const bool lead = dist.rank == 0;  // rank 0 logs progress, writes metrics and checkpoints
+  const LogFn quiet = [](const std::string&) {};
+  TrainSetup setup = resolve_setup(opt, lead ? log : quiet);
   const BertShape& shape = setup.model.shape;
 
   // A checkpoint to resume from is validated before anything is written.
@@ -112,23 +118,37 @@ TrainResult train(const TrainOptions& opt) {
   if (!opt.load_training_checkpoint.empty()) {
     const std::string dir = resolve_checkpoint_dir(opt.load_training_checkpoint, opt.load_checkpoint_id);
     ckpt = load_checkpoint(dir, shape);
-    if (opt.seed && *opt.seed != ckpt->state.seed)
+    if (lead && opt.seed && *opt.seed != ckpt->state.seed)
       log(fmt::format("note: --seed {} ignored: resuming with the checkpoint's seed {}", *opt.seed, ckpt->state.seed));
     setup.seed = ckpt->state.seed;
-    if (ckpt->state.config_hash != setup.config_hash)
+    if (lead && ckpt->state.config_hash != setup.config_hash)
       log(fmt::format("note: the configuration differs from the one {} was trained with (hash {} vs {})", dir,
                       setup.config_hash, ckpt->state.config_hash));
   }
 
   TrainResult result;
   if (ckpt && ckpt->state.step >= opt.max_steps) {
-    log(fmt::format("nothing to do: {} is at step {} and --max_steps is {}", ckpt->dir, ckpt->state.step,
+    if (lead) log(fmt::format("nothing to do: {} is at step {} and --max_steps is {}", ckpt->dir, ckpt->state.step,
                     opt.max_steps));
     result.start_step = result.final_step = ckpt->state.step;
     return result;
   }
-  result.data_dir = find_or_prepare_data(opt, setup, log);
-  ShardDataset data(result.data_dir, setup.max_seq_length, setup.seed, opt.rank, opt.world_size);
+  // Data parallel: join the job (bounded: a rank that never comes is named). Rank 0 prepares
+  // the data (if needed) while the others wait, so no two processes write the same shards.
+  std::unique_ptr<ProcessGroup> pg;
+  if (dist.distributed()) {
+    if (!gpu_available())
+      throw Error(ErrorKind::Device, fmt::format("rank {}: data-parallel training needs a GPU per process, but this "
+                                                 "machine has no CUDA device",
+                                                 dist.rank));
+    if (lead) log(fmt::format("data parallel: {} ranks, rendezvous at {}:{} (launcher: {})", dist.world_size,
+                              dist.master_addr, dist.master_port, dist.source));
+    pg = std::make_unique<ProcessGroup>(dist, opt.dist_timeout);
+    if (!lead) pg->barrier("data");
+  }
+  result.data_dir = find_or_prepare_data(opt, setup, lead ? log : quiet);
+  if (pg && lead) pg->barrier("data");
+  ShardDataset data(result.data_dir, setup.max_seq_length, setup.seed, dist.rank, dist.world_size);
 
   BackendOptions bo;
   bo.shape = shape;
@@ -141,8 +161,11 @@ TrainResult train(const TrainOptions& opt) {
   bo.gelu_checkpoint = opt.gelu_checkpoint;
   bo.stochastic_mode = opt.stochastic_mode;
   bo.seed = setup.seed;
-  bo.local_rank = opt.local_rank;
-  std::unique_ptr<TrainBackend> backend = choose_backend(opt, bo, log);
+  bo.local_rank = opt.local_rank >= 0 ? opt.local_rank : (dist.distributed() ? dist.local_rank : -1);
+  bo.process_group = pg.get();
+  bo.delay_allreduce = opt.delay_allreduce;
+  bo.fp32_allreduce = setup.ds.fp32_allreduce;
+  std::unique_ptr<TrainBackend> backend = choose_backend(opt, bo, lead ? log : quiet);
   result.backend_name = backend->name();
 
   LossScaler scaler(setup.scaler);
@@ -157,16 +180,28 @@ TrainResult train(const TrainOptions& opt) {
     state.skipped_steps = cs.skipped_steps;
     state.lr_origin_step = opt.rewarmup ? cs.step : cs.lr_origin_step;
     if (cs.dtype == dtype_name(setup.dtype) && setup.scaler.enabled) scaler.set_state(cs.scaler);
-    if (cs.max_seq_length == setup.max_seq_length && cs.micro_batch == setup.batch.micro_batch &&
-        cs.world_size == setup.batch.world_size && cs.data_total_samples == data.total_samples()) {
-      data.seek(cs.data);
-    } else {
+    const bool same_data = cs.max_seq_length == setup.max_seq_length && cs.data_total_samples == data.total_samples();
+    const bool same_geometry = cs.micro_batch == setup.batch.micro_batch && cs.world_size == setup.batch.world_size;
+    const bool has_taken = cs.data.taken > 0 || (cs.data.epoch == 0 && cs.data.shard == 0 && cs.data.sample == 0);
+    if (same_data && has_taken) {
+      // Every rank took cs.data.taken samples; with another world size each new rank continues
+      // at the same point of the stream (all samples the old job took, split over the new ranks).
+      const uint64_t global = cs.data.taken * static_cast<uint64_t>(cs.world_size);
+      data.seek_taken(global / static_cast<uint64_t>(setup.batch.world_size));
+      if (lead && cs.world_size != setup.batch.world_size)
+        log(fmt::format("note: the checkpoint was taken with {} ranks, this job has {}: every rank continues after "
+                        "{} samples of the data stream ({} in all); the assignment of samples to ranks differs from "
+                        "the earlier job's",
+                        cs.world_size, setup.batch.world_size, global / setup.batch.world_size, global));
+    } else if (same_data && same_geometry && dist.world_size == 1) {
+      data.seek(cs.data);  // a state from before "taken" was recorded
+    } else if (lead) {
       log(fmt::format("note: the data set or batch geometry differs from the checkpoint's (max_seq_length {} vs {}, "
                       "micro batch {} vs {}, {} vs {} samples); reading the data from its beginning",
                       setup.max_seq_length, cs.max_seq_length, setup.batch.micro_batch, cs.micro_batch,
                       data.total_samples(), cs.data_total_samples));
     }
-    log(fmt::format("resumed from {} at step {} (loss scale {}, lr schedule origin {})", ckpt->dir, cs.step,
+    if (lead) log(fmt::format("resumed from {} at step {} (loss scale {}, lr schedule origin {})", ckpt->dir, cs.step,
                     scaler.scale(), state.lr_origin_step));
     ckpt.reset();  // free the copies
   } else {
@@ -177,10 +212,13 @@ TrainResult train(const TrainOptions& opt) {
 
   const BatchSizes& bs = setup.batch;
   const int64_t n_params = count_parameters(shape);
-  log(fmt::format("dskc train: backend {}; BERT {} layers, hidden {}, heads {}, vocab {}, {:.2f}M parameters, {}",
+  if (!lead)
+    log(fmt::format("rank {}/{} (local rank {}): backend {}, {} samples per epoch on this rank", dist.rank,
+                    dist.world_size, dist.local_rank, backend->name(), data.samples_per_epoch()));
+  if (lead) log(fmt::format("dskc train: backend {}; BERT {} layers, hidden {}, heads {}, vocab {}, {:.2f}M parameters, {}",
                   backend->name(), shape.num_hidden_layers, shape.hidden_size, shape.num_attention_heads,
                   shape.vocab_size, n_params / 1e6, shape.pre_layer_norm ? "Pre-LN" : "Post-LN"));
-  log(fmt::format("batch {} = micro {} x accumulation {} x world {}; seq {}; {} {} lr {} ({} schedule); {}{}; data "
+  if (lead) log(fmt::format("batch {} = micro {} x accumulation {} x world {}; seq {}; {} {} lr {} ({} schedule); {}{}; data "
                   "{} ({} samples)",
                   bs.train_batch_size, bs.micro_batch, bs.accumulation, bs.world_size, setup.max_seq_length,
                   optimizer_name(setup.optimizer.type),
@@ -191,20 +229,37 @@ TrainResult train(const TrainOptions& opt) {
                                                 : fmt::format(" (static loss scale {})", scaler.scale()))
                       : "",
                   result.data_dir, data.total_samples()));
-  if (opt.delay_allreduce && opt.world_size == 1) log("note: --delay_allreduce has no effect with one process");
+  if (lead && opt.delay_allreduce && !dist.distributed())
+    log("note: --delay_allreduce has no effect with one process");
+  if (lead && dist.distributed())
+    log(fmt::format("gradient all-reduce in {}: {}",
+                    setup.ds.fp32_allreduce || setup.dtype == DType::F32 ? "fp32" : dtype_name(setup.dtype),
+                    opt.delay_allreduce ? "one all-reduce after backward (--delay_allreduce)"
+                                        : "buckets of 25 MB (fp32 gradient bytes), overlapped with backward"));
 
   std::error_code ec;
   fs::create_directories(opt.output_dir, ec);
   if (ec) throw Error(ErrorKind::Io, fmt::format("{}: cannot create directory: {}", opt.output_dir, ec.message()));
   const std::string metrics_path = (fs::path(opt.output_dir) / "metrics.csv").string();
-  start_metrics(metrics_path, result.start_step > 0, result.start_step);
-  std::ofstream metrics(metrics_path, std::ios::app);
-  if (!metrics) throw Error(ErrorKind::Io, fmt::format("{}: cannot open for appending", metrics_path));
+  std::ofstream metrics;
+  if (lead) {
+    start_metrics(metrics_path, result.start_step > 0, result.start_step);
+    metrics.open(metrics_path, std::ios::app);
+    if (!metrics) throw Error(ErrorKind::Io, fmt::format("{}: cannot open for appending", metrics_path));
+  }
 
   const double flops_per_seq = 6.0 * static_cast<double>(n_params) * setup.max_seq_length +
                                12.0 * shape.num_hidden_layers * static_cast<double>(setup.max_seq_length) *
                                    setup.max_seq_length * shape.hidden_size;
+  // Rank 0 writes (atomically, checkpoint.h); the others wait for it, so a checkpoint that a
+  // later failure leaves behind is complete and any rank can resume from it.
   auto save = [&](int64_t step) {
+    const std::string tag = fmt::format("global_step{}", step);
+    result.last_checkpoint = (fs::path(opt.output_dir) / tag).string();
+    if (!lead) {
+      pg->barrier("checkpoint");
+      return;
+    }
     state.data = data.position();
     state.data_total_samples = data.total_samples();
     state.max_seq_length = setup.max_seq_length;
@@ -215,12 +270,14 @@ TrainResult train(const TrainOptions& opt) {
     state.lr_schedule = lr_schedule_name(setup.schedule.kind);
     state.dtype = dtype_name(setup.dtype);
     state.config_hash = setup.config_hash;
-    const std::string tag = fmt::format("global_step{}", step);
     save_checkpoint(opt.output_dir, tag, shape, setup.dtype, backend->export_params(),
                     backend->export_optimizer_state(), state);
-    result.last_checkpoint = (fs::path(opt.output_dir) / tag).string();
     log(fmt::format("saved checkpoint {}", result.last_checkpoint));
+    if (pg) pg->barrier("checkpoint");
   };
+  const auto on_this_rank = [&](int r) { return r < 0 || r == dist.rank; };
+  const int world = dist.world_size;
+  double exposed_comm = 0.0;  // all-reduce time not hidden by backward, this interval (seconds)
 
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
@@ -231,14 +288,24 @@ TrainResult train(const TrainOptions& opt) {
     rec.step = state.step + 1;
     rec.loss_scale = scaler.scale();
     rec.lr = setup.schedule.lr_at(state.step);
+    if (rec.step == opt.fail_at_step && on_this_rank(opt.fault_rank))
+      throw Error(ErrorKind::Device, fmt::format("rank {}: injected failure before step {} (test hook)", dist.rank,
+                                                 rec.step));
+    if (rec.step == opt.hang_at_step && on_this_rank(opt.fault_rank)) {
+      log(fmt::format("rank {}: hanging before step {} (test hook)", dist.rank, rec.step));
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     backend->zero_grads();
     for (int micro = 0; micro < bs.accumulation; ++micro) {
       const DataPosition where = data.position();
       Batch batch = data.next_batch(bs.micro_batch);
       MicroStep m;
       m.loss_scale = scaler.scale();
-      m.accumulation = bs.accumulation;
-      m.rng_step = static_cast<uint32_t>(state.step * bs.accumulation + micro);
+      m.accumulation = bs.accumulation * world;  // the all-reduce sums over ranks: a mean over all
+      // Each rank's micro-batches get the dropout keys the same micro-batches would get in a
+      // one-GPU run accumulating over all ranks' batches: (step·world + rank)·accumulation + micro.
+      m.rng_step = static_cast<uint32_t>((state.step * world + dist.rank) * bs.accumulation + micro);
+      m.sync_grads = micro == bs.accumulation - 1;
       StepLoss l;
       try {
         l = backend->forward_backward(batch, m);
@@ -250,16 +317,27 @@ TrainResult train(const TrainOptions& opt) {
       rec.mlm_loss += l.mlm_loss / bs.accumulation;
       rec.nsp_loss += l.nsp_loss / bs.accumulation;
     }
-    rec.loss = rec.mlm_loss + rec.nsp_loss;
-    if (rec.step == opt.inject_overflow_at_step) backend->inject_grad_overflow();
+    if (rec.step == opt.inject_overflow_at_step && on_this_rank(opt.inject_overflow_rank))
+      backend->inject_grad_overflow();
 
-    const bool overflow = !backend->grads_finite();
+    bool overflow = !backend->grads_finite();
+    if (pg) {
+      // Losses are means over all ranks; an overflow on any rank skips the step on every rank.
+      const std::vector<double> r = pg->all_reduce_host({rec.mlm_loss, rec.nsp_loss, overflow ? 1.0 : 0.0},
+                                                        fmt::format("the loss all-reduce of step {}", rec.step));
+      rec.mlm_loss = r[0] / world;
+      rec.nsp_loss = r[1] / world;
+      overflow = r[2] > 0;
+      exposed_comm += pg->take_exposed_seconds();
+    }
+    rec.loss = rec.mlm_loss + rec.nsp_loss;
     const double old_scale = scaler.scale();
     rec.skipped = scaler.update(overflow);
     if (rec.skipped) {
       rec.grad_norm = std::nan("");
       state.skipped_steps += 1;
-      log(fmt::format("step {}: gradient overflow; skipping the update{}", rec.step,
+      if (lead) log(fmt::format("step {}: gradient overflow{}; skipping the update{}", rec.step,
+                      pg ? " (on at least one rank)" : "",
                       setup.scaler.dynamic() ? fmt::format(" (loss scale {} -> {})", old_scale, scaler.scale()) : ""));
     } else {
       rec.grad_norm = backend->grad_norm(old_scale);
@@ -274,7 +352,7 @@ TrainResult train(const TrainOptions& opt) {
     rec.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     rec.seq_per_s = rec.seconds > 0 ? bs.train_batch_size / rec.seconds : 0.0;
     rec.tflops = rec.seconds > 0 ? flops_per_seq * bs.train_batch_size / rec.seconds / 1e12 : 0.0;
-    metrics << metrics_row(rec) << "\n" << std::flush;
+    if (lead) metrics << metrics_row(rec) << "\n" << std::flush;
     result.steps.push_back(rec);
     if (opt.after_step) opt.after_step(rec, *backend);
 
@@ -282,23 +360,39 @@ TrainResult train(const TrainOptions& opt) {
     if (state.step % setup.print_every == 0 || state.step == opt.max_steps) {
       const double secs = std::chrono::duration<double>(Clock::now() - interval_start).count();
       const double seqs = static_cast<double>(interval_steps) * bs.train_batch_size;
-      log(fmt::format("step {}/{} | loss {:.4f} (mlm {:.4f}, nsp {:.4f}) | scale {:g} | lr {:.3e} | grad norm {:.3g} | "
-                      "{:.1f} seq/s | {:.4f} TFLOP/s",
-                      state.step, opt.max_steps, rec.loss, rec.mlm_loss, rec.nsp_loss, rec.loss_scale, rec.lr,
-                      rec.grad_norm, secs > 0 ? seqs / secs : 0.0, secs > 0 ? seqs * flops_per_seq / secs / 1e12 : 0.0));
+      if (lead)
+        log(fmt::format("step {}/{} | loss {:.4f} (mlm {:.4f}, nsp {:.4f}) | scale {:g} | lr {:.3e} | grad norm {:.3g} "
+                        "| {:.1f} seq/s | {:.4f} TFLOP/s{}",
+                        state.step, opt.max_steps, rec.loss, rec.mlm_loss, rec.nsp_loss, rec.loss_scale, rec.lr,
+                        rec.grad_norm, secs > 0 ? seqs / secs : 0.0, secs > 0 ? seqs * flops_per_seq / secs / 1e12 : 0.0,
+                        pg ? fmt::format(" | exposed all-reduce {:.2f} ms/step", 1e3 * exposed_comm / interval_steps)
+                           : ""));
       interval_start = Clock::now();
       interval_steps = 0;
+      exposed_comm = 0.0;
     }
     if (opt.checkpoint_steps && state.step % *opt.checkpoint_steps == 0) {
       save(state.step);
       last_saved = state.step;
     }
   }
-  metrics.close();
+  if (lead) metrics.close();
   if (last_saved != state.step) save(state.step);
   result.final_step = state.step;
+  if (pg) {
+    // Every replica must hold the same weights: compare a hash of the fp32 masters.
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over names and bytes, in name order
+    for (const auto& [name, v] : backend->export_params()) {
+      for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+      for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    }
+    pg->check_identical(h, fmt::format("the parameters after step {}", state.step));
+    if (lead)
+      log(fmt::format("parameters identical on all {} ranks after step {} (hash {:016x})", world, state.step, h));
+  }
 
-  if (opt.plot) {
+  if (lead && opt.plot) {
     const std::string png = (fs::path(opt.output_dir) / "loss_curve.png").string();
     write_file_atomic(png, plot_curves(read_curves(metrics_path)));
     log(fmt::format("wrote {} and {}", metrics_path, png));

@@ -21,6 +21,7 @@
 // 6 × parameters × tokens + 12 × layers × seq² × hidden per sequence (forward and backward
 // of every weight, plus the two attention products), divided by the wall time.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
+#include "trainer/dist_env.h"
 
 namespace dskc {
 
@@ -63,19 +65,25 @@ struct TrainOptions {
   bool transformer_kernel = false;    // --deepspeed_transformer_kernel
   bool attention_dropout_checkpoint = false, normalize_invertible = false, gelu_checkpoint = false,
        stochastic_mode = false;
-  bool delay_allreduce = false;  // accepted; meaningful with several GPUs
+  bool delay_allreduce = false;  // data parallel: one all-reduce after backward, no overlap
   std::string lr_schedule = "LE";
   double lr_offset = 0.0;
   bool rewarmup = false;
   std::optional<double> warmup_proportion;  // default 0.01 (or the config's training section)
   int local_rank = -1;
-  int world_size = 1, rank = 0;  // from WORLD_SIZE / RANK
+  // The job (dist_env.h: RANK, WORLD_SIZE, MASTER_ADDR, ... from the launcher). World size > 1:
+  // data-parallel training over NCCL, one process per GPU (CUDA backend only).
+  DistEnv dist;
+  std::chrono::milliseconds dist_timeout{300000};  // bound on every wait for other ranks
   bool plot = true;              // write loss_curve.png at the end
   // One progress line per call (no newline); default: stdout.
   std::function<void(const std::string&)> log;
 
   // Test hooks.
   int64_t inject_overflow_at_step = -1;  // make that step's gradients overflow
+  int inject_overflow_rank = -1;         // ... on this rank only (-1: every rank)
+  int64_t fail_at_step = -1, hang_at_step = -1;  // before that step: throw / sleep forever
+  int fault_rank = -1;                           // ... on this rank only (-1: every rank)
   std::function<void(const StepRecord&, TrainBackend&)> after_step;
 };
 

@@ -131,11 +131,11 @@ TrainSetup resolve_setup(const TrainOptions& opt, const LogFn& log) {
     in.accumulation = opt.gradient_accumulation_steps;
     in.accumulation_origin = "--gradient_accumulation_steps";
   }
-  s.batch = resolve_batch_sizes(in, opt.world_size, ds);
-  if (opt.world_size != 1 || opt.rank != 0)
-    usage_error(fmt::format("dskc train: WORLD_SIZE={} RANK={}: multi-GPU (data-parallel) training is not "
-                            "implemented yet; run a single process (WORLD_SIZE=1)",
-                            opt.world_size, opt.rank));
+  s.batch = resolve_batch_sizes(in, opt.dist.world_size, ds);
+  if (opt.dist.distributed() && opt.backend == "cpu")
+    usage_error(fmt::format("dskc train: WORLD_SIZE={}: data-parallel training runs one process per GPU and needs the "
+                            "CUDA backend; drop --backend cpu (or run one process)",
+                            opt.dist.world_size));
 
   if (opt.fp16 && s.ds.bf16)
     throw Error(ErrorKind::Config, fmt::format("{}: bf16.enabled is true but --fp16 was given; use one of them", ds));

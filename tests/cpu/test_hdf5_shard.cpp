@@ -331,6 +331,30 @@ TEST_CASE("dataset: resume from position() replays the same batches") {
   CHECK(error_of([&] { d.seek({0, 0, 100}); }).kind() == ErrorKind::Input);
 }
 
+TEST_CASE("dataset: seek_taken(n) continues exactly where n samples left every rank") {
+  TempDir dir;
+  write_dataset(dir, {7, 5, 9, 2}, 8, 3);
+  for (int world : {1, 2, 3}) {
+    for (int rank = 0; rank < world; ++rank) {
+      // Counts inside a shard, at shard ends, and in later epochs (23 samples in all).
+      for (uint64_t n : {0, 1, 3, 4, 5, 6, 11, 12, 23, 30, 47}) {
+        CAPTURE(world);
+        CAPTURE(rank);
+        CAPTURE(n);
+        dskc::ShardDataset a(dir.path.string(), 8, 9, rank, world);
+        if (n > 0) a.next_batch(static_cast<int>(n));
+        CHECK(a.position().taken == n);
+        const auto expect = a.next_batch(13).input_ids;
+        dskc::ShardDataset b(dir.path.string(), 8, 9, rank, world);
+        b.seek_taken(n);
+        CHECK(b.position().taken == n);
+        CHECK(b.next_batch(13).input_ids == expect);
+        CHECK(b.position().taken == n + 13);
+      }
+    }
+  }
+}
+
 TEST_CASE("dataset: bad directories and mismatched shards") {
   TempDir dir;
   Error e = error_of([&] { dskc::ShardDataset(dir / "missing", 8, 1); });

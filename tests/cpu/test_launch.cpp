@@ -5,6 +5,7 @@
 #include <chrono>
 #include <set>
 
+#include "runtime/driver.h"
 #include "test_util.h"
 
 using namespace dskc_test;
@@ -100,4 +101,18 @@ TEST_CASE("usage errors") {
   r = run_dskc("launch --nproc_per_node 1 -- /nonexistent/program");
   CHECK(r.exit_code == 127);
   CHECK(contains(r.output, "cannot run '/nonexistent/program'"));
+}
+
+TEST_CASE("data-parallel dskc train on a machine without a GPU fails fast on every rank, named") {
+  if (dskc::gpu_available()) return;  // covered by tests/gpu/test_data_parallel.cpp there
+  TempDir d;
+  const std::string src = source_dir();
+  auto r = run_dskc("launch --nproc_per_node 2 --master_port 29612 -- " + dskc_binary() +
+                    " train --deepspeed_config " + src + "/examples/deepspeed_tiny_config.json --cf " + src +
+                    "/examples/bert_tiny_model.json --max_seq_length 128 --max_steps 2 --output_dir " + d / "out");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(contains(r.output, "data-parallel training needs a GPU per process"));
+  CHECK(contains(r.output, "job failed: rank"));
+  CHECK(!fs::exists(d / "out"));  // nothing written
 }

@@ -256,6 +256,9 @@ TEST_CASE("DeepSpeed configs: the guide's files parse with DeepSpeed's defaults"
   CHECK(u.optimizer.type == OptimizerType::AdamW);
   CHECK(u.optimizer.beta1 == 0.8);
   CHECK(u.bf16);
+  CHECK(!u.fp32_allreduce);
+  CHECK(parse_ds_config(R"({"train_batch_size": 8, "fp32_allreduce": true})", "f.json").fp32_allreduce);
+  CHECK(contains(error_of([] { parse_ds_config(R"({"fp32_allreduce": "yes"})", "x.json"); }).what(), "fp32_allreduce"));
   CHECK(contains(error_of([] { parse_ds_config(R"({"optimizer": {"type": "Adagrad"}})", "x.json"); }).what(),
                  "x.json: optimizer.type \"Adagrad\""));
   CHECK(contains(error_of([] { parse_ds_config(R"({"optimizer": {"type": "Adam", "params": {"lrr": 1}}})", "x.json"); })

@@ -102,12 +102,22 @@ TEST_CASE("bad input: clear messages, existing checkpoints untouched") {
         write_ds_config(f.dir / "sparse.json", 4, 4, "", 1e-3, R"("sparse_attention": {"mode": "fixed"})");
     f.expect_error(o, ErrorKind::Config, "the DeepSpeed transformer kernel does not support");
   }
-  SUBCASE("multi-GPU is not implemented yet") {
+  SUBCASE("data parallel with the CPU backend") {
     auto o = f.options();
     o.train_batch_size = 8;
-    o.world_size = 2;
-    o.rank = 1;
-    f.expect_error(o, ErrorKind::Usage, "WORLD_SIZE=2");
+    o.dist.world_size = 2;
+    o.dist.local_world_size = 2;
+    o.dist.rank = 1;
+    o.dist.local_rank = 1;
+    f.expect_error(o, ErrorKind::Usage, "WORLD_SIZE=2: data-parallel training runs one process per GPU");
+  }
+  SUBCASE("a global batch that the world size does not divide") {
+    auto o = f.options();
+    o.train_batch_size = 12;
+    o.gradient_accumulation_steps = 2;
+    o.dist.world_size = 2;
+    o.dist.local_world_size = 2;
+    f.expect_error(o, ErrorKind::Config, "world size 2");
   }
   SUBCASE("--backend cuda on a machine without a GPU") {
     if (dskc::gpu_available()) return;  // the CUDA backend would train

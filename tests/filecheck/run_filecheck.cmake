@@ -1,7 +1,8 @@
 cmake_policy(SET CMP0053 NEW)
 # Runs `dskc <RUN-ARGS>` (from the .check file, with @SRC@ replaced by the source dir) and pipes
 # its stdout into FileCheck with the same file. Each `RUN-ARGS[-PREFIX]:` line is one run;
-# a PREFIX selects FileCheck's --check-prefix.
+# a PREFIX selects FileCheck's --check-prefix. Leading NAME=VALUE words of the arguments are
+# environment variables for that run.
 file(STRINGS ${CHECK} lines REGEX "RUN-ARGS")
 if(NOT lines)
   message(FATAL_ERROR "${CHECK}: no RUN-ARGS line")
@@ -15,7 +16,18 @@ foreach(line ${lines})
   string(STRIP "${CMAKE_MATCH_2}" args)
   string(REPLACE "@SRC@" "${SRC}" args "${args}")
   separate_arguments(argv UNIX_COMMAND "${args}")
-  execute_process(COMMAND ${DSKC} ${argv} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  # Leading NAME=VALUE words set environment variables for that run (e.g. DSKC_ATTENTION=unfused).
+  set(envs "")
+  while(argv)
+    list(GET argv 0 first)
+    if(NOT first MATCHES "^[A-Z_][A-Z0-9_]*=")
+      break()
+    endif()
+    list(APPEND envs "${first}")
+    list(REMOVE_AT argv 0)
+  endwhile()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env ${envs} ${DSKC} ${argv} OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "dskc ${args} failed (${rc}): ${err}")
   endif()

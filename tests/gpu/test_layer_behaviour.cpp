@@ -1,7 +1,13 @@
 // GPU layer behaviour: memory flags give the same results as no flag (bitwise for the
 // recompute flags, within rounding for normalize_invertible); runs are bitwise reproducible
 // with the same seed; the batch / sequence limits give the SPEC's error; inference keeps no
-// activations; the activation bytes the runtime allocates match the plan and fall per flag.
+// activations; the activation bytes the runtime allocates match the plan and fall per flag
+// (attn_dropout_checkpoint on the fused attention path drops the saved keep bits, and its
+// regenerated mask gives bitwise the same gradients as the saved bits); the fused attention's
+// dropout keeps exactly the Philox-selected probabilities (read from the outputs), and the keep
+// bits the fused forward saves are exactly the Philox mask (zero past S).
+#include <cstring>
+
 #include <doctest/doctest.h>
 
 #include "gpu_util.h"
@@ -10,6 +16,7 @@
 #include "runtime/layer_params.h"
 #include "runtime/transformer_layer.h"
 #include "compiler/errors.h"
+#include "templates/common/philox.cuh"
 
 using namespace dskc;
 
@@ -37,8 +44,11 @@ struct Run {
   std::map<std::string, std::vector<float>> grads;
 };
 
-Run run(Context& ctx, const LayerConfig& c, int B, int S, uint32_t step = 5) {
-  TransformerLayer layer(ctx, c);
+Run run(Context& ctx, const LayerConfig& c, int B, int S, uint32_t step = 5,
+        AttentionPath path = AttentionPath::FusedWhereSupported) {
+  LayerOptions opt;
+  opt.attention = path;
+  TransformerLayer layer(ctx, c, opt);
   auto params = init_layer_params(c, 3);
   params["attn_nw"] = dskc_test::randn(params["attn_nw"].size(), 8, 0.2f, 1.f);
   params["norm_b"] = dskc_test::randn(params["norm_b"].size(), 9, 0.1f);
@@ -66,6 +76,9 @@ TEST_CASE("memory flags give the same outputs and gradients as no flag") {
   for (bool pre : {true, false}) {
     for (DType t : {DType::F32, DType::F16}) {
       LayerConfig c = base_cfg(t, pre);
+      // fp16 runs the fused attention: without the flag its backward reads the keep bits the
+      // forward saved, with attn_dropout_checkpoint it regenerates the mask with Philox; the
+      // gradients must agree bitwise.
       Run ref = run(ctx, c, 3, 77);
       struct Flag {
         const char* name;
@@ -102,12 +115,121 @@ TEST_CASE("memory flags give the same outputs and gradients as no flag") {
 TEST_CASE("same seed and step: bitwise identical runs; another step: another mask") {
   dskc_test::require_gpu();
   Context ctx;
-  LayerConfig c = base_cfg(DType::F16, true);
-  Run a = run(ctx, c, 4, 96, 5), b = run(ctx, c, 4, 96, 5), other = run(ctx, c, 4, 96, 6);
-  CHECK(a.out == b.out);
-  CHECK(a.dx == b.dx);
-  for (auto& [k, v] : a.grads) CHECK_MESSAGE(b.grads[k] == v, k);
-  CHECK(a.out != other.out);
+  // fp16, head dim 64: the fused attention (no atomics) and the forced-unfused path; seq 93 leaves
+  // partial tiles.
+  for (AttentionPath path : {AttentionPath::FusedWhereSupported, AttentionPath::Unfused})
+    for (int S : {96, 93}) {
+      INFO((path == AttentionPath::Unfused ? "unfused" : "fused") << " seq " << S);
+      LayerConfig c = base_cfg(DType::F16, true);
+      Run a = run(ctx, c, 4, S, 5, path), b = run(ctx, c, 4, S, 5, path), other = run(ctx, c, 4, S, 6, path);
+      CHECK(a.out == b.out);
+      CHECK(a.dx == b.dx);
+      for (auto& [k, v] : a.grads) CHECK_MESSAGE(b.grads[k] == v, k);
+      CHECK(a.out != other.out);
+    }
+}
+
+TEST_CASE("attention dropout keeps exactly the Philox-selected probabilities (fused and unfused)") {
+  dskc_test::require_gpu();
+  // Pre-LN with x = 0: LN(x) = norm_b = 0, so Q = K = 0 (uniform P = 1/S) and V = attn_qkvb's V part
+  // = 1; attn_ow = I, everything else 0 and no hidden dropout: out[b, i, h·d + c] = context =
+  // Σ_j dropout(P)_ij = kept(b, h, i) / (S·(1 − p)), where kept counts the keys the shared Philox
+  // rule keeps for element ((b·heads + h)·S + i)·S + j of stream kStreamAttnProbs. Any error in the
+  // fused kernels' dropout indexing changes some row's count.
+  Context ctx;
+  for (AttentionPath path : {AttentionPath::FusedWhereSupported, AttentionPath::Unfused})
+    for (int S : {96, 37}) {
+      LayerConfig c = base_cfg(DType::F16, true);
+      c.attn_dropout_ratio = 0.3;
+      c.hidden_dropout_ratio = 0.0;
+      LayerOptions opt;
+      opt.attention = path;
+      TransformerLayer layer(ctx, c, opt);
+      INFO((layer.plan().fused_attention ? "fused" : "unfused") << " seq " << S);
+      CHECK(layer.plan().fused_attention == (path != AttentionPath::Unfused));
+      auto p = init_layer_params(c, 1);
+      for (auto& [k, v] : p) std::fill(v.begin(), v.end(), 0.f);
+      const int H = c.hidden_size, d = c.head_dim();
+      for (int i = 0; i < H; ++i) p["attn_qkvb"][2 * H + i] = 1.f;
+      for (int i = 0; i < H; ++i) p["attn_ow"][static_cast<size_t>(i) * H + i] = 1.f;
+      std::fill(p["attn_nw"].begin(), p["attn_nw"].end(), 1.f);
+      std::fill(p["norm_w"].begin(), p["norm_w"].end(), 1.f);
+      layer.set_params(p);
+      const int B = 3;
+      const uint32_t step = 7;
+      const size_t n = static_cast<size_t>(B) * S * H;
+      DeviceBuffer x(ctx, n * 2), y(ctx, n * 2);
+      upload(ctx, x.ptr(), std::vector<float>(n, 0.f), DType::F16);
+      layer.forward(x.ptr(), 0, y.ptr(), B, S, step);
+      const auto out = download(ctx, y.ptr(), n, DType::F16);
+      const dskc_rng::DropoutKey key{c.seed, 0, step};
+      const uint32_t thr = dskc_rng::dropout_threshold(c.attn_dropout_ratio);
+      size_t bad = 0, kept_total = 0;
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < c.heads; ++h)
+          for (int i = 0; i < S; ++i) {
+            int kept = 0;
+            for (int j = 0; j < S; ++j)
+              kept += dskc_rng::dropout_keep(key, dskc_rng::kStreamAttnProbs,
+                                             ((static_cast<uint64_t>(b) * c.heads + h) * S + i) * S + j, thr);
+            kept_total += kept;
+            const double want = kept / (S * (1.0 - c.attn_dropout_ratio));
+            for (int col = h * d; col < (h + 1) * d; ++col) {
+              const double got = out[(static_cast<size_t>(b) * S + i) * H + col];
+              if (std::fabs(got - want) > 2e-3 * want + 1e-3 && bad++ < 5)
+                std::printf("mismatch at (b %d, head %d, row %d, col %d): %.6f, expected %d kept of %d -> %.6f\n", b,
+                            h, i, col, got, kept, S, want);
+            }
+          }
+      CHECK_MESSAGE(bad == 0, bad << " output elements disagree with the Philox keep counts");
+      const double frac = static_cast<double>(kept_total) / (static_cast<double>(B) * c.heads * S * S);
+      CHECK(frac == doctest::Approx(0.7).epsilon(0.03));
+    }
+}
+
+TEST_CASE("fused attention saves exactly the Philox keep mask as bits; attn_dropout_checkpoint saves none") {
+  dskc_test::require_gpu();
+  Context ctx;
+  for (int S : {96, 93, 64, 37, 33, 32, 1})
+    for (bool adc : {false, true}) {
+      INFO("seq " << S << (adc ? " attn_dropout_checkpoint" : " no flag"));
+      LayerConfig c = base_cfg(DType::F16, true);
+      c.attn_dropout_ratio = 0.3;
+      c.attn_dropout_checkpoint = adc;
+      TransformerLayer layer(ctx, c);
+      REQUIRE(layer.plan().fused_attention);
+      const TensorInfo* bits = layer.plan().find_saved("attn_dropout_bits");
+      CHECK(layer.plan().attn_dropout_bits == !adc);
+      CHECK((bits != nullptr) == !adc);
+      if (adc) continue;
+      layer.set_params(init_layer_params(c, 2));
+      const int B = 3, W = (S + 31) / 32;
+      const uint32_t step = 9;
+      const size_t n = static_cast<size_t>(B) * S * c.hidden_size;
+      DeviceBuffer x(ctx, n * 2), y(ctx, n * 2);
+      upload(ctx, x.ptr(), dskc_test::randn(n, 3), DType::F16);
+      layer.forward(x.ptr(), 0, y.ptr(), B, S, step);
+      const size_t words = static_cast<size_t>(B) * c.heads * S * W;
+      CHECK(bits->bytes(B, S) == static_cast<int64_t>(words * 4));
+      const std::vector<float> raw = download(ctx, layer.tensor("attn_dropout_bits"), words, DType::F32);  // 4-byte copies
+      std::vector<uint32_t> got(words);
+      std::memcpy(got.data(), raw.data(), words * 4);
+      const dskc_rng::DropoutKey key{c.seed, 0, step};
+      const uint32_t thr = dskc_rng::dropout_threshold(c.attn_dropout_ratio);
+      size_t bad = 0;
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < c.heads; ++h)
+          for (int i = 0; i < S; ++i)
+            for (int j = 0; j < 32 * W; ++j) {
+              const uint64_t row = (static_cast<uint64_t>(b) * c.heads + h) * S + i;
+              const bool want = j < S && dskc_rng::dropout_keep(key, dskc_rng::kStreamAttnProbs, row * S + j, thr);
+              const bool bit = (got[row * W + j / 32] >> (j % 32)) & 1u;
+              if (bit != want && bad++ < 5)
+                std::printf("keep bit mismatch at (b %d, head %d, row %d, key %d): %d, Philox says %d\n", b, h, i, j,
+                            int(bit), int(want));
+            }
+      CHECK_MESSAGE(bad == 0, bad << " saved keep bits disagree with the Philox mask");
+    }
 }
 
 TEST_CASE("dropout keeps about 1 - ratio of the attention-output elements") {
@@ -189,9 +311,29 @@ TEST_CASE("activation memory: runtime allocation matches the plan, each flag low
     // Everything else the layer allocates is parameters, gradients and small tables.
     const size_t layer_total = ctx.allocated_bytes() - before;
     CHECK(layer_total - layer.saved_bytes_allocated() <= 2 * layer.params_bytes() + (1u << 20));
-    std::printf("flags %d: activation %.2f MiB\n", f, plan_bytes / 1048576.0);
+    std::printf("flags %d: activation %.2f MiB (%s attention)\n", f, plan_bytes / 1048576.0,
+                layer.plan().fused_attention ? "fused" : "unfused");
+    CHECK(layer.plan().fused_attention);  // fp16, head dim 64
+    // Fused attention keeps the dropout keep bits unless attn_dropout_checkpoint (which regenerates
+    // the mask in backward instead): B·heads·S·ceil(S/32) words.
+    CHECK((layer.plan().find_saved("attn_dropout_bits") != nullptr) == !cf.attn_dropout_checkpoint);
     if (f == 0) none = plan_bytes;
     else CHECK(plan_bytes < none);
+    if (f == 1) CHECK(none - plan_bytes == size_t{64} * 16 * 128 * 4 * 4);
+    // The unfused path allocates what its plan says too, keeps more, and its flag does lower it.
+    LayerOptions unf;
+    unf.attention = AttentionPath::Unfused;
+    TransformerLayer u(ctx, cf, unf);
+    const size_t u_bytes = static_cast<size_t>(u.plan().activation_bytes());
+    CHECK_FALSE(u.plan().fused_attention);
+    CHECK(u.saved_bytes_allocated() >= u_bytes);
+    CHECK(u.saved_bytes_allocated() <= u_bytes + 256 * u.plan().saved.size());
+    CHECK(u_bytes > plan_bytes);
+    if (f == 1) {
+      LayerConfig c0 = c;
+      TransformerLayer u0(ctx, c0, unf);
+      CHECK(u_bytes < static_cast<size_t>(u0.plan().activation_bytes()));
+    }
   }
   LayerConfig inf = c;
   inf.training = false;

@@ -2,7 +2,11 @@
 // gradient over a sweep of shapes that break assumptions (odd sequence lengths, head dims 8..128,
 // hidden sizes that are not powers of two, intermediate != 4H, batch below the maximum, a random
 // additive mask), both LayerNorm placements, fp32/fp16/bf16, with and without dropout (the same
-// counter-RNG masks on both sides). Tolerance (STYLE.md): for fp16/bf16 the GPU's normwise error
+// counter-RNG masks on both sides). fp16/bf16 layers with head dim % 16 == 0 (<= 128) run the fused
+// attention kernels (attn_flash_*); the cases below cover head dims 16/32/64/80/128, seq
+// 1/7/33/127/381/509, attention dropout on and off (the backward reading the keep bits the forward
+// saves, or regenerating the mask under attn_dropout_checkpoint), masks, and the forced-unfused
+// path of a layer that would fuse. Tolerance (STYLE.md): for fp16/bf16 the GPU's normwise error
 // must be at most ~2x that of a plain same-precision implementation (the CPU reference rounding
 // every stored tensor to the dtype); fp32 must be within 1e-5 relative.
 #include <doctest/doctest.h>
@@ -88,8 +92,11 @@ Inputs make_inputs(const LayerConfig& c, int B, int S, bool mask, uint64_t seed)
 }
 
 GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string, std::vector<float>>& params,
-                  const Inputs& in, int B, int S, uint32_t step, bool backward = true) {
-  TransformerLayer layer(ctx, c);
+                  const Inputs& in, int B, int S, uint32_t step, AttentionPath path, bool backward = true) {
+  LayerOptions opt;
+  opt.attention = path;
+  TransformerLayer layer(ctx, c, opt);
+  std::printf("attention path: %s\n", layer.plan().fused_attention ? "fused (attn_flash_*)" : "unfused");
   layer.set_params(params);
   const DType t = c.dtype();
   const size_t n = in.x.size(), eb = dtype_bytes(t);
@@ -109,7 +116,8 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
 }
 
 // Runs one case and checks every tensor.
-void check_case(const std::string& name, const LayerConfig& c, int B, int S, bool mask) {
+void check_case(const std::string& name, const LayerConfig& c, int B, int S, bool mask,
+                AttentionPath path = AttentionPath::FusedWhereSupported) {
   INFO("case " << name << ": B=" << B << " S=" << S << " H=" << c.hidden_size << " heads=" << c.heads
                << " I=" << c.intermediate_size << " " << dtype_name(c.dtype()) << (c.pre_layer_norm ? " Pre-LN" : " Post-LN"));
   Context ctx;
@@ -119,7 +127,7 @@ void check_case(const std::string& name, const LayerConfig& c, int B, int S, boo
     for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
   Inputs in = make_inputs(c, B, S, mask, 11);
   const uint32_t step = 3;
-  GpuResult g = run_gpu(ctx, c, params, in, B, S, step);
+  GpuResult g = run_gpu(ctx, c, params, in, B, S, step, path);
 
   CpuReferenceLayer::Tensors dparams;
   for (auto& [k, v] : params) dparams[k] = std::vector<double>(v.begin(), v.end());
@@ -187,4 +195,48 @@ TEST_CASE("fp32 Pre-LN with all memory flags, seq 33") {
   auto c = make_cfg(2, 40, 96, 3, 384, DType::F32, true, 0.2, 0.1);
   c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = true;
   check_case("fp32-flags", c, 2, 33, true);
+}
+
+// Fused attention (attn_flash_*) specifically: head dims 16 and 80, no attention dropout, and the
+// forced-unfused path of a layer that would fuse (both must meet the same limits).
+TEST_CASE("fp16 Pre-LN head dim 16, seq 33, no attention dropout (fused)") {
+  dskc_test::require_gpu();
+  check_case("fp16-d16", make_cfg(3, 40, 128, 8, 512, DType::F16, true, 0.0, 0.1), 2, 33, true);
+}
+
+TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, attention dropout (fused)") {
+  dskc_test::require_gpu();
+  check_case("bf16-d80", make_cfg(2, 384, 160, 2, 640, DType::BF16, false, 0.1, 0.1), 2, 381, true);
+}
+
+TEST_CASE("fp16 Pre-LN head dim 64, seq 127, attention dropout 0.3, batch below max (fused)") {
+  dskc_test::require_gpu();
+  check_case("fp16-d64-p3", make_cfg(3, 128, 256, 4, 1024, DType::F16, true, 0.3, 0.0), 2, 127, true);
+}
+
+// attn_dropout_checkpoint on the fused path: the backward regenerates the mask with Philox instead
+// of reading the keep bits the forward saves (the cases above without the flag read the bits).
+TEST_CASE("fp16 Pre-LN head dim 64, seq 127, attention dropout 0.3, attn_dropout_checkpoint (fused, mask regenerated)") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(3, 128, 256, 4, 1024, DType::F16, true, 0.3, 0.0);
+  c.attn_dropout_checkpoint = true;
+  check_case("fp16-d64-p3-adc", c, 2, 127, true);
+}
+
+TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, attn_dropout_checkpoint (fused, mask regenerated)") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(2, 384, 160, 2, 640, DType::BF16, false, 0.1, 0.1);
+  c.attn_dropout_checkpoint = true;
+  check_case("bf16-d80-adc", c, 2, 381, true);
+}
+
+TEST_CASE("bf16 Pre-LN head dim 128, seq 509 of 512 (fused)") {
+  dskc_test::require_gpu();
+  check_case("bf16-d128", make_cfg(1, 512, 256, 2, 1024, DType::BF16, true, 0.1, 0.1), 1, 509, true);
+}
+
+TEST_CASE("fp16 Pre-LN BERT-Large width, seq 127, forced unfused attention") {
+  dskc_test::require_gpu();
+  check_case("fp16-large-unfused", make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1), 2, 127, true,
+             AttentionPath::Unfused);
 }

@@ -1,0 +1,294 @@
+// attn_flash_bwd_dkdv / attn_flash_bwd_dq: fused attention backward without atomics (every output
+// element is written by exactly one thread, in a fixed summation order, so reruns are bitwise
+// identical). Both recompute P = exp(S/… + mask − L) from Q, K and the forward's logsumexp L,
+// take the dropout mask Z either from the bits the forward saved (kBits: attn_dropout_bits, one
+// 32-bit load per 32 flags) or, with attn_dropout_checkpoint, by regenerating it with Philox (same
+// index as forward), and use D = rowsum(dO ⊙ O) (attn_flash_bwd_dot):
+//   dP_drop = dO·Vᵀ,  dP = dP_drop ⊙ Z/(1−p),  dS = P ⊙ (dP − D)   (gradient of the masked,
+//   scaled scores), dV = (P ⊙ Z)ᵀ·dO / (1−p),  dK = dSᵀ·Q /√d,  dQ = dS·K /√d.
+// attn_flash_bwd_dkdv: a block owns 16·kWarps keys of one (batch, head) and loops over query
+// tiles, computing the transposed scores Sᵀ = K·Qᵀ so that dK and dV accumulate in registers.
+// attn_flash_bwd_dq: a block owns 16·kWarps queries and loops over key tiles.
+// Results go straight into grad_qkv [B·S, 3H] (dQ columns [0,H), dK [H,2H), dV [2H,3H), head h
+// at [h·d, (h+1)·d) of each), overwriting (as the unfused GEMMs with beta = 0 do).
+// Out-of-range rows of partial tiles: K/V/Q/dO rows >= S are zero-filled in shared memory, keys
+// >= S get mask -inf (P = 0) and queries >= S get L = +inf (P = 0) and D = 0; nothing >= S is
+// read from or written to global memory.
+#pragma once
+#include "dskc_config.cuh"
+#include "common/dropout.cuh"
+#include "common/flash.cuh"
+
+namespace dskc {
+
+struct AttnFlashBwdParams {
+  const T* qkv;      // [B*S, 3H] Q, K, V
+  const T* mask;     // [B, S] additive
+  const T* dctx;     // [B*S, H] dO
+  const float* lse;  // [B*heads*S] forward logsumexp L
+  const float* dot;  // [B*heads*S] D = rowsum(dO ⊙ O)
+  const uint32_t* bits;  // [B*heads, S, ceil(S/32)] forward's dropout keep bits (kBits only; else unused)
+  T* dqkv;           // [B*S, 3H] out: dQ | dK | dV
+  int batch;
+  int seq;
+  DropoutArgs rng;
+};
+
+template <typename E, bool kDropout, bool kBits>
+__device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParams& p) {
+  static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
+  static_assert(!kBits || kDropout, "keep bits exist only with attention dropout");
+  using F = FlashBwdTile;
+  constexpr int kKSteps = kHeadDim / 16;  // k-steps over the head dim (Sᵀ, dPᵀ)
+  constexpr int kQTiles = F::kInner / 8;  // n-tiles of Sᵀ (queries)
+  constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dK, dV (head dim)
+  __shared__ __align__(16) E k_s[F::kRows][kFlashStride];
+  __shared__ __align__(16) E v_s[F::kRows][kFlashStride];
+  __shared__ __align__(16) E q_s[F::kInner][kFlashStride];
+  __shared__ __align__(16) E do_s[F::kInner][kFlashStride];
+  __shared__ float mask_s[F::kRows];
+  __shared__ float lse_s[F::kInner];
+  __shared__ float dot_s[F::kInner];
+  __shared__ __align__(16) unsigned char keep_s[kDropout ? F::kInner : 1][kDropout ? F::kRows : 1];  // [query][key] dropout flags
+
+  const int seq = p.seq;
+  const int j0 = blockIdx.x * F::kRows;
+  const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+  const size_t ld = 3 * static_cast<size_t>(kHidden);
+  const E* q_g = reinterpret_cast<const E*>(p.qkv) + static_cast<size_t>(b) * seq * ld + h * kHeadDim;
+  const E* k_g = q_g + kHidden;
+  const E* v_g = q_g + 2 * kHidden;
+  const E* do_g = reinterpret_cast<const E*>(p.dctx) + static_cast<size_t>(b) * seq * kHidden + h * kHeadDim;
+  const float* lse_g = p.lse + static_cast<size_t>(bh) * seq;
+  const float* dot_g = p.dot + static_cast<size_t>(bh) * seq;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wrow = warp * 16;
+  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+
+  flash::load_tile<E, F::kRows, F::kThreads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+  flash::load_tile<E, F::kRows, F::kThreads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+  flash::load_mask<E, F::kRows, F::kThreads>(mask_s, reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq,
+                                             j0, seq);
+
+  float dk[kDTiles][4], dv[kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
+
+  for (int i0 = 0; i0 < seq; i0 += F::kInner) {
+    __syncthreads();  // previous Q/dO tile consumed (and, first time, K/V/mask visible below)
+    flash::load_tile<E, F::kInner, F::kThreads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
+    flash::load_tile<E, F::kInner, F::kThreads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
+    for (int r = threadIdx.x; r < F::kInner; r += F::kThreads) {
+      const bool in = i0 + r < seq;
+      lse_s[r] = in ? lse_g[i0 + r] : __int_as_float(0x7f800000);  // +inf: P = 0 for missing queries
+      dot_s[r] = in ? dot_g[i0 + r] : 0.f;
+    }
+    // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the saved bits.
+    if constexpr (kBits)
+      flash::keep_bits_load<F::kInner, F::kRows, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
+    else if constexpr (kDropout)
+      flash::dropout_tile<F::kInner, F::kRows, F::kThreads>(keep_s, p.rng, bh, seq, i0, j0);
+    __syncthreads();
+
+    // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x kInner queries.
+    float st[kQTiles][4], dpt[kQTiles][4];
+#pragma unroll
+    for (int n = 0; n < kQTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t ka[4], va[4];
+      flash::load_a<E>(ka, k_s, wrow, ks);
+      flash::load_a<E>(va, v_s, wrow, ks);
+#pragma unroll
+      for (int n = 0; n < kQTiles; n += 2) {
+        uint32_t qb[4], ob[4];
+        flash::load_b_nk<E>(qb, q_s, n * 8, ks);
+        flash::mma16816<E>(st[n], ka, qb[0], qb[1]);
+        flash::mma16816<E>(st[n + 1], ka, qb[2], qb[3]);
+        flash::load_b_nk<E>(ob, do_s, n * 8, ks);
+        flash::mma16816<E>(dpt[n], va, ob[0], ob[1]);
+        flash::mma16816<E>(dpt[n + 1], va, ob[2], ob[3]);
+      }
+    }
+
+    // Element (key row jr, query column ic): P, the mask Z, dS. st <- P ⊙ Z (unscaled), dpt <- dS.
+#pragma unroll
+    for (int n = 0; n < kQTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int jr = wrow + g + 8 * (e >> 1), ic = n * 8 + 2 * t + (e & 1);
+        const float pv = __expf(st[n][e] * scale + mask_s[jr] - lse_s[ic]);
+        float dp = dpt[n][e];
+        float pz = pv;
+        if constexpr (kDropout) {
+          const bool keep = keep_s[ic][jr];
+          pz = keep ? pv : 0.f;
+          dp = keep ? dp * kAttnDropoutScale : 0.f;
+        }
+        st[n][e] = pz;
+        dpt[n][e] = pv * (dp - dot_s[ic]);
+      }
+
+    // dV += (P ⊙ Z)ᵀ·dO and dK += dSᵀ·Q: queries are the k dimension; dO and Q are stored [k][n].
+#pragma unroll
+    for (int kk = 0; kk < F::kInner / 16; ++kk) {
+      uint32_t pa[4], sa[4];
+      flash::c_to_a<E, kQTiles>(pa, st, kk);
+      flash::c_to_a<E, kQTiles>(sa, dpt, kk);
+#pragma unroll
+      for (int n = 0; n < kDTiles; n += 2) {
+        uint32_t ob[4], qb[4];
+        flash::load_b_kn<E>(ob, do_s, n * 8, kk);
+        flash::mma16816<E>(dv[n], pa, ob[0], ob[1]);
+        flash::mma16816<E>(dv[n + 1], pa, ob[2], ob[3]);
+        flash::load_b_kn<E>(qb, q_s, n * 8, kk);
+        flash::mma16816<E>(dk[n], sa, qb[0], qb[1]);
+        flash::mma16816<E>(dk[n + 1], sa, qb[2], qb[3]);
+      }
+    }
+  }
+
+  // dK = scale·dSᵀ·Q, dV = (1/(1−p))·(P ⊙ Z)ᵀ·dO into grad_qkv.
+  const float v_scale = kDropout ? kAttnDropoutScale : 1.f;
+  E* dk_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ld + kHidden + h * kHeadDim + 2 * t;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = j0 + wrow + g + 8 * r;
+    if (j >= seq) continue;
+    E* row = dk_g + static_cast<size_t>(j) * ld;
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n) {
+      flash::store2<E>(row + n * 8, dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale);
+      flash::store2<E>(row + kHidden + n * 8, dv[n][2 * r] * v_scale, dv[n][2 * r + 1] * v_scale);
+    }
+  }
+}
+
+template <typename E, bool kDropout, bool kBits>
+__device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams& p) {
+  static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
+  static_assert(!kBits || kDropout, "keep bits exist only with attention dropout");
+  using F = FlashBwdTile;
+  constexpr int kKSteps = kHeadDim / 16;  // k-steps over the head dim (S, dP)
+  constexpr int kKTiles = F::kInner / 8;  // n-tiles of S (keys)
+  constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dQ
+  __shared__ __align__(16) E q_s[F::kRows][kFlashStride];
+  __shared__ __align__(16) E do_s[F::kRows][kFlashStride];
+  __shared__ __align__(16) E k_s[F::kInner][kFlashStride];
+  __shared__ __align__(16) E v_s[F::kInner][kFlashStride];
+  __shared__ float mask_s[F::kInner];
+  __shared__ __align__(16) unsigned char keep_s[kDropout ? F::kRows : 1][kDropout ? F::kInner : 1];  // [query][key] dropout flags
+
+  const int seq = p.seq;
+  const int i0 = blockIdx.x * F::kRows;
+  const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+  const size_t ld = 3 * static_cast<size_t>(kHidden);
+  const E* q_g = reinterpret_cast<const E*>(p.qkv) + static_cast<size_t>(b) * seq * ld + h * kHeadDim;
+  const E* k_g = q_g + kHidden;
+  const E* v_g = q_g + 2 * kHidden;
+  const E* do_g = reinterpret_cast<const E*>(p.dctx) + static_cast<size_t>(b) * seq * kHidden + h * kHeadDim;
+  const E* mask_row = reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wrow = warp * 16;
+  const int rows[2] = {i0 + wrow + g, i0 + wrow + g + 8};
+  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+
+  flash::load_tile<E, F::kRows, F::kThreads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
+  flash::load_tile<E, F::kRows, F::kThreads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
+  float lse[2], dot[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const bool in = rows[r] < seq;
+    lse[r] = in ? p.lse[static_cast<size_t>(bh) * seq + rows[r]] : __int_as_float(0x7f800000);
+    dot[r] = in ? p.dot[static_cast<size_t>(bh) * seq + rows[r]] : 0.f;
+  }
+
+  float dq[kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDTiles; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+
+  for (int j0 = 0; j0 < seq; j0 += F::kInner) {
+    __syncthreads();
+    flash::load_tile<E, F::kInner, F::kThreads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+    flash::load_tile<E, F::kInner, F::kThreads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+    flash::load_mask<E, F::kInner, F::kThreads>(mask_s, mask_row, j0, seq);
+    // j0 is a multiple of kInner (64 or 32): the key range spans whole words of the saved bits.
+    if constexpr (kBits)
+      flash::keep_bits_load<F::kRows, F::kInner, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
+    else if constexpr (kDropout)
+      flash::dropout_tile<F::kRows, F::kInner, F::kThreads>(keep_s, p.rng, bh, seq, i0, j0);
+    __syncthreads();
+
+    // S = Q·Kᵀ and dP_drop = dO·Vᵀ for the warp's 16 queries x kInner keys.
+    float s[kKTiles][4], dp[kKTiles][4];
+#pragma unroll
+    for (int n = 0; n < kKTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t qa[4], oa[4];
+      flash::load_a<E>(qa, q_s, wrow, ks);
+      flash::load_a<E>(oa, do_s, wrow, ks);
+#pragma unroll
+      for (int n = 0; n < kKTiles; n += 2) {
+        uint32_t kb[4], vb[4];
+        flash::load_b_nk<E>(kb, k_s, n * 8, ks);
+        flash::mma16816<E>(s[n], qa, kb[0], kb[1]);
+        flash::mma16816<E>(s[n + 1], qa, kb[2], kb[3]);
+        flash::load_b_nk<E>(vb, v_s, n * 8, ks);
+        flash::mma16816<E>(dp[n], oa, vb[0], vb[1]);
+        flash::mma16816<E>(dp[n + 1], oa, vb[2], vb[3]);
+      }
+    }
+
+    // dS = P ⊙ (dP ⊙ Z/(1−p) − D), written over s.
+#pragma unroll
+    for (int n = 0; n < kKTiles; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int jc = n * 8 + 2 * t;
+        const float p0 = __expf(s[n][2 * r] * scale + mask_s[jc] - lse[r]);
+        const float p1 = __expf(s[n][2 * r + 1] * scale + mask_s[jc + 1] - lse[r]);
+        float d0 = dp[n][2 * r], d1 = dp[n][2 * r + 1];
+        if constexpr (kDropout) {
+          const unsigned char* keep = &keep_s[wrow + g + 8 * r][jc];
+          d0 = keep[0] ? d0 * kAttnDropoutScale : 0.f;
+          d1 = keep[1] ? d1 * kAttnDropoutScale : 0.f;
+        }
+        s[n][2 * r] = p0 * (d0 - dot[r]);
+        s[n][2 * r + 1] = p1 * (d1 - dot[r]);
+      }
+
+    // dQ += dS·K: keys are the k dimension; K is stored [k][n].
+#pragma unroll
+    for (int kk = 0; kk < F::kInner / 16; ++kk) {
+      uint32_t sa[4];
+      flash::c_to_a<E, kKTiles>(sa, s, kk);
+#pragma unroll
+      for (int n = 0; n < kDTiles; n += 2) {
+        uint32_t kb[4];
+        flash::load_b_kn<E>(kb, k_s, n * 8, kk);
+        flash::mma16816<E>(dq[n], sa, kb[0], kb[1]);
+        flash::mma16816<E>(dq[n + 1], sa, kb[2], kb[3]);
+      }
+    }
+  }
+
+  E* dq_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ld + h * kHeadDim + 2 * t;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= seq) continue;
+    E* row = dq_g + static_cast<size_t>(rows[r]) * ld;
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n) flash::store2<E>(row + n * 8, dq[n][2 * r] * scale, dq[n][2 * r + 1] * scale);
+  }
+}
+
+}  // namespace dskc

@@ -1,0 +1,172 @@
+// attn_flash_fwd: fused attention forward (FlashAttention-2 style) for one (batch, head, 64-query
+// tile) per block: S = Q·Kᵀ/√d + mask, online softmax over key tiles, dropout applied to P in
+// registers, O = dropout(P)·V written straight into the context [B·S, H] (head h at columns
+// [h·d, (h+1)·d)), plus, in training, the row logsumexp L = max + log Σ exp(S − max) (fp32,
+// [B·heads·S]) from which backward recomputes P = exp(S − L). Neither P nor dropout(P) is stored.
+// Q, K, V are read in place from qkv [B·S, 3H] (Q columns [0,H), K [H,2H), V [2H,3H)).
+// Dropout: element (query i, key j) of head (b, h) keeps iff the shared Philox rule keeps index
+// ((b·heads + h)·S + i)·S + j of stream kStreamAttnProbs — the unfused kernels' and the CPU
+// reference's mask, bit for bit. The softmax normalizer sums the undropped P (dropout follows
+// softmax); the 1/(1−p) scale is applied to O at the end. With kBits (training, attention dropout,
+// no attn_dropout_checkpoint) each tile's flags are also packed into attn_dropout_bits
+// ([B·heads, S, ceil(S/32)] uint32, see flash::keep_bits_store), which the backward kernels read
+// instead of regenerating the mask with Philox.
+#pragma once
+#include "dskc_config.cuh"
+#include "common/dropout.cuh"
+#include "common/flash.cuh"
+
+namespace dskc {
+
+struct AttnFlashFwdParams {
+  const T* qkv;   // [B*S, 3H]
+  const T* mask;  // [B, S] additive (0 keep, large negative drop)
+  T* ctx;         // [B*S, H] out: dropout(softmax(Q·Kᵀ/√d + mask))·V
+  float* lse;     // [B*heads*S] out: row logsumexp (training only; unused in inference)
+  uint32_t* bits; // [B*heads, S, ceil(S/32)] out: dropout keep bits (kBits only; else unused)
+  int batch;
+  int seq;
+  DropoutArgs rng;
+};
+
+// E is the storage type (the config's T); a parameter so nothing here is instantiated for fp32.
+template <typename E, bool kDropout, bool kBits>
+__device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p) {
+  static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
+  static_assert(!kBits || kDropout, "keep bits are saved only with attention dropout");
+  using F = FlashFwdTile;
+  constexpr int kKSteps = kHeadDim / 16;  // k-steps of Q·Kᵀ
+  constexpr int kSTiles = F::kKeys / 8;   // n-tiles of S (keys)
+  constexpr int kOTiles = kHeadDim / 8;   // n-tiles of O (head dim)
+  __shared__ __align__(16) E q_s[F::kRows][kFlashStride];
+  __shared__ __align__(16) E k_s[F::kKeys][kFlashStride];
+  __shared__ __align__(16) E v_s[F::kKeys][kFlashStride];
+  __shared__ float mask_s[F::kKeys];
+  __shared__ __align__(16) unsigned char keep_s[kDropout ? F::kRows : 1][kDropout ? F::kKeys : 1];  // dropout flags of the tile
+
+  const int seq = p.seq;
+  const int q0 = blockIdx.x * F::kRows;
+  const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+  const size_t ld = 3 * static_cast<size_t>(kHidden);
+  const E* q_g = reinterpret_cast<const E*>(p.qkv) + static_cast<size_t>(b) * seq * ld + h * kHeadDim;
+  const E* k_g = q_g + kHidden;
+  const E* v_g = q_g + 2 * kHidden;
+  const E* mask_row = reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wrow = warp * 16;                            // the warp's first row in the tile
+  const int rows[2] = {q0 + wrow + g, q0 + wrow + g + 8};  // this thread's two query rows
+  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+
+  flash::load_tile<E, F::kRows, F::kThreads>(q_s, q_g + static_cast<size_t>(q0) * ld, ld, seq - q0);
+  // (Q's A fragments are re-read from shared memory per key tile rather than held in registers:
+  // holding them pushed ptxas into spilling at d = 64.)
+
+  float o[kOTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {neg_inf(), neg_inf()};  // running row max (of this quad's row)
+  float l[2] = {0.f, 0.f};              // running Σ exp(s − m) over this thread's columns
+
+  for (int k0 = 0; k0 < seq; k0 += F::kKeys) {
+    __syncthreads();  // every warp is done with the previous K/V tile
+    flash::load_tile<E, F::kKeys, F::kThreads>(k_s, k_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+    flash::load_tile<E, F::kKeys, F::kThreads>(v_s, v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+    flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq);
+    if constexpr (kDropout) flash::dropout_tile<F::kRows, F::kKeys, F::kThreads>(keep_s, p.rng, bh, seq, q0, k0);
+    __syncthreads();
+    // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the saved bits.
+    if constexpr (kBits) flash::keep_bits_store<F::kRows, F::kKeys, F::kThreads>(p.bits, keep_s, bh, seq, q0, k0);
+
+    // S = Q·Kᵀ for the warp's 16 rows x kKeys keys.
+    float s[kSTiles][4];
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t qa[4];
+      flash::load_a<E>(qa, q_s, wrow, ks);
+#pragma unroll
+      for (int n = 0; n < kSTiles; n += 2) {
+        uint32_t kb[4];
+        flash::load_b_nk<E>(kb, k_s, n * 8, ks);
+        flash::mma16816<E>(s[n], qa, kb[0], kb[1]);
+        flash::mma16816<E>(s[n + 1], qa, kb[2], kb[3]);
+      }
+    }
+
+    // Scale + mask (keys >= seq are -inf through mask_s), tile row max over the quad.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = s[n][e] * scale + mask_s[n * 8 + 2 * t + (e & 1)];
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+      }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      base[r] = mx[r] == neg_inf() ? 0.f : mx[r];  // a row with no finite score yet: exp(-inf) = 0
+      const float corr = __expf(m[r] - base[r]);  // rescales what was summed under the old max
+      m[r] = mx[r];
+      l[r] *= corr;
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+        o[n][2 * r] *= corr;
+        o[n][2 * r + 1] *= corr;
+      }
+    }
+    // P = exp(S − max); l sums it before dropout; dropout zeroes dropped elements for P·V.
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float p0 = __expf(s[n][2 * r] - base[r]), p1 = __expf(s[n][2 * r + 1] - base[r]);
+        l[r] += p0 + p1;
+        if constexpr (kDropout) {
+          const unsigned char* keep = &keep_s[wrow + g + 8 * r][n * 8 + 2 * t];
+          p0 = keep[0] ? p0 : 0.f;
+          p1 = keep[1] ? p1 : 0.f;
+        }
+        s[n][2 * r] = p0;
+        s[n][2 * r + 1] = p1;
+      }
+
+    // O += dropout(P)·V: P's accumulator fragments are the A operand (keys = k dimension).
+#pragma unroll
+    for (int kk = 0; kk < F::kKeys / 16; ++kk) {
+      uint32_t a[4];
+      flash::c_to_a<E, kSTiles>(a, s, kk);
+#pragma unroll
+      for (int n = 0; n < kOTiles; n += 2) {
+        uint32_t vb[4];
+        flash::load_b_kn<E>(vb, v_s, n * 8, kk);
+        flash::mma16816<E>(o[n], a, vb[0], vb[1]);
+        flash::mma16816<E>(o[n + 1], a, vb[2], vb[3]);
+      }
+    }
+  }
+
+  // Normalize, write O and the logsumexp.
+  E* ctx = reinterpret_cast<E*>(p.ctx);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int i = rows[r];
+    if (i >= seq) continue;
+    const float inv = l[r] > 0.f ? (kDropout ? kAttnDropoutScale : 1.f) / l[r] : 0.f;
+    E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) flash::store2<E>(out + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    if constexpr (kTraining) {
+      // A row with every key masked by -inf has l = 0: L = +inf makes backward's exp(S − L) = 0.
+      if (t == 0) p.lse[static_cast<size_t>(bh) * seq + i] = l[r] > 0.f ? m[r] + logf(l[r]) : __int_as_float(0x7f800000);
+    }
+  }
+}
+
+}  // namespace dskc

@@ -1,0 +1,250 @@
+// Building blocks of the fused (FlashAttention-2 style) attention kernels: tile shapes, tensor-core
+// mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate) with ldmatrix operand loads, and bounds-checked
+// tile copies from global to shared memory. Only 16-bit element types reach these helpers (the
+// plan uses the fused path for fp16/bf16 layers whose head dim is a multiple of 16 and <= 128).
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type");
+// g = lane / 4 (groupID), t = lane % 4 (threadID_in_group); a .b32 register holds two elements,
+// the lower column (or row, for B) in its low half:
+//   A 16x16 (row major), 4 regs: a0 = (row g,   cols 2t, 2t+1)   a1 = (row g+8, cols 2t, 2t+1)
+//                                a2 = (row g,   cols 2t+8, +9)   a3 = (row g+8, cols 2t+8, +9)
+//   B 16x8 (col major),  2 regs: b0 = (rows 2t, 2t+1, col g)     b1 = (rows 2t+8, 2t+9, col g)
+//   C/D 16x8, 4 floats:          c0, c1 = (row g, cols 2t, 2t+1) c2, c3 = (row g+8, cols 2t, 2t+1)
+// ldmatrix.x4 loads four 8x8 b16 matrices; lanes 8j..8j+7 give the row addresses of matrix j and
+// every lane receives (row lane/4, cols 2(lane%4), +1) of each matrix in register j, or with
+// .trans (rows 2(lane%4), +1, col lane/4). Hence, for a tile stored row-major in shared memory:
+//   A operand [m][k]:               matrix j = rows +8(j&1),  cols +8(j>>1)   (ldmatrix)
+//   B operand stored [n][k]:        matrix j = rows +8(j>>1), cols +8(j&1)    (ldmatrix; two n-tiles)
+//   B operand stored [k][n]:        matrix j = rows +8(j&1),  cols +8(j>>1)   (ldmatrix.trans; two n-tiles)
+// and a C fragment pair (n-tiles 2k, 2k+1) re-packs into the A operand of k-step k without
+// shuffles: a0 = C[2k](c0,c1), a1 = C[2k](c2,c3), a2 = C[2k+1](c0,c1), a3 = C[2k+1](c2,c3).
+#pragma once
+#include "dskc_config.cuh"
+#include "common/types.cuh"
+#include "common/dropout.cuh"
+
+namespace dskc {
+
+// Tile shapes; compiler/plan.cpp mirrors them (checked by static_asserts in the generated source).
+// Forward: 4 warps, 16 query rows each; keys stream through shared memory in kKeys-row tiles.
+struct FlashFwdTile {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 16 * kWarps;               // query rows per block
+  static constexpr int kKeys = kHeadDim <= 64 ? 64 : 32;  // key rows per inner step
+};
+// Backward: each warp owns 16 rows (keys in dK/dV, queries in dQ) and the block streams the other
+// side through shared memory kInner rows at a time. Head dims above 64 use 2 warps and 32-row inner
+// tiles so the four tiles stay under 48 KB of static shared memory and the dK/dV accumulators fit
+// in registers.
+struct FlashBwdTile {
+  static constexpr int kWarps = kHeadDim <= 64 ? 4 : 2;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 16 * kWarps;
+  static constexpr int kInner = kHeadDim <= 64 ? 64 : 32;
+};
+// D = rowsum(dO ⊙ O): 8 lanes per row, 16 rows per 128-thread block.
+struct FlashDotTile {
+  static constexpr int kThreads = 128;
+  static constexpr int kLanesPerRow = 8;
+  static constexpr int kRows = kThreads / kLanesPerRow;
+};
+
+// Shared-memory row stride in elements: +8 (16 bytes) keeps every ldmatrix row 16-byte aligned and
+// spreads the 8 row addresses of one 8x8 matrix over distinct banks.
+constexpr int kFlashStride = kHeadDim + 8;
+
+namespace flash {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+// d += a·b for one 16x8x16 tile (E = __half or __nv_bfloat16).
+template <typename E>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to E and packed into one .b32 register (lo in the low half).
+template <typename E>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  union {
+    E e[2];
+    uint32_t u;
+  } v;
+  v.e[0] = from_f<E>(lo);
+  v.e[1] = from_f<E>(hi);
+  return v.u;
+}
+
+// Stores two adjacent elements (a 4-byte aligned pair).
+template <typename E>
+__device__ __forceinline__ void store2(E* p, float lo, float hi) {
+  *reinterpret_cast<uint32_t*>(p) = pack2<E>(lo, hi);
+}
+
+// Copies rows [0, kTileRows) of a row-major global matrix (row stride ld elements, kHeadDim
+// columns from src) into shared memory, 16 bytes per access; rows >= valid are zero-filled (and
+// never read from global memory), so partial tiles neither read out of bounds nor feed garbage
+// (possibly NaN) into the products.
+template <typename E, int kTileRows, int kThreads>
+__device__ __forceinline__ void load_tile(E (*dst)[kFlashStride], const E* src, size_t ld, int valid) {
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, k = (c % kChunks) * 8;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (r < valid) v = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(r) * ld + k);
+    *reinterpret_cast<uint4*>(&dst[r][k]) = v;
+  }
+}
+
+// The additive mask of keys [k0, k0 + kTileRows) as floats; keys >= seq get -inf (never attended).
+template <typename E, int kTileRows, int kThreads>
+__device__ __forceinline__ void load_mask(float* dst, const E* mask_row, int k0, int seq) {
+  for (int r = threadIdx.x; r < kTileRows; r += kThreads)
+    dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) : neg_inf();
+}
+
+// A-operand fragment of k-step ks for the warp's 16 rows starting at row0 of a [rows][kFlashStride] tile.
+template <typename E>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const E (*tile)[kFlashStride], int row0, int ks) {
+  const int lane = threadIdx.x % 32;
+  flash::ldmatrix_x4(a, &tile[row0 + (lane & 7) + ((lane >> 3) & 1) * 8][ks * 16 + (lane >> 4) * 8]);
+}
+// B-operand fragments of k-step ks for n-tiles (n0, n0 + 8) of a tile stored [n][k] (e.g. K for Q·Kᵀ):
+// b[0], b[1] for n-tile n0; b[2], b[3] for n0 + 8.
+template <typename E>
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], const E (*tile)[kFlashStride], int n0, int ks) {
+  const int lane = threadIdx.x % 32;
+  flash::ldmatrix_x4(b, &tile[n0 + (lane & 7) + (lane >> 4) * 8][ks * 16 + ((lane >> 3) & 1) * 8]);
+}
+// B-operand fragments of k-step ks (rows k0 = 16·ks) for n-tiles (n0, n0 + 8) of a tile stored [k][n]
+// (e.g. V for P·V): same register order as load_b_nk.
+template <typename E>
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const E (*tile)[kFlashStride], int n0, int ks) {
+  const int lane = threadIdx.x % 32;
+  flash::ldmatrix_x4_trans(b, &tile[ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][n0 + (lane >> 4) * 8]);
+}
+// The A operand of k-step kk from accumulator n-tiles 2kk and 2kk + 1 (rounded to E).
+template <typename E, int kN>
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c)[kN][4], int kk) {
+  a[0] = pack2<E>(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack2<E>(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack2<E>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack2<E>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+// Attention-dropout keep flags of a tile, into shared memory: dst[qi][kj] = keep(query i0 + qi,
+// key j0 + kj) of head bh under the shared Philox rule (common/philox.cuh) for element index
+// (bh·S + i)·S + j of stream kStreamAttnProbs — 1 where kept, 0 where dropped or out of range.
+// Work item = (query row, group of four consecutive indices): a row's kKeys indices span at most
+// kKeys/4 + 1 groups, so one Philox call serves up to four flags (the groups partition the row, so
+// every flag is written exactly once). Callers __syncthreads() before reading dst.
+template <int kQueries, int kKeys, int kThreads>
+__device__ __forceinline__ void dropout_tile(unsigned char (*dst)[kKeys], const DropoutArgs& a, int bh, int seq, int i0,
+                                             int j0) {
+  constexpr int kGroups = kKeys / 4 + 1;
+  const dskc_rng::DropoutKey key{a.seed, a.layer, a.step};
+  for (int c = threadIdx.x; c < kQueries * kGroups; c += kThreads) {
+    const int qi = c / kGroups, gi = c % kGroups;
+    const int i = i0 + qi;
+    const uint64_t first = (static_cast<uint64_t>(bh) * seq + i) * seq + j0;  // index of key j0
+    const uint64_t group = (first >> 2) + gi;
+    const int kj0 = static_cast<int>(static_cast<long long>(group * 4) - static_cast<long long>(first));  // -3 .. kKeys
+    if (kj0 >= kKeys) continue;  // the row ended in the previous group
+    dskc_rng::U32x4 d{0u, 0u, 0u, 0u};
+    const bool row_in = i < seq;
+    if (row_in) d = dskc_rng::dropout_draws(key, dskc_rng::kStreamAttnProbs, group);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const int kj = kj0 + w;
+      if (kj < 0 || kj >= kKeys) continue;
+      dst[qi][kj] = row_in && j0 + kj < seq && dskc_rng::select_word(d, w) >= kAttnDropoutThreshold;
+    }
+  }
+}
+
+// Bit-packed keep flags (the saved tensor attn_dropout_bits, [B·heads, S, W] uint32, W = ceil(S/32)):
+// bit j % 32 of word j / 32 of row i of head bh = keep(query i, key j); bits of keys >= S are 0.
+// Tiles start at multiples of their key count, which is a multiple of 32, so each tile row spans
+// whole words and every (row, word) belongs to exactly one tile of the forward's grid.
+__device__ __forceinline__ int keep_words(int seq) { return (seq + 31) / 32; }
+
+// Forward: packs a tile's flags (src as built by dropout_tile; synchronized) into the saved bits.
+// Work item = (query row, word): one thread, one 32-bit store; rows >= S and words >= W are skipped.
+// The eight 4-byte reads of a 32-byte run start at a lane-dependent offset (rotation by c / 4), so
+// a warp's reads fall into distinct banks.
+template <int kQueries, int kKeys, int kThreads>
+__device__ __forceinline__ void keep_bits_store(uint32_t* bits, const unsigned char (*src)[kKeys], int bh, int seq,
+                                                int i0, int j0) {
+  static_assert(kKeys % 32 == 0, "keep-flag tiles must span whole 32-bit words");
+  constexpr int kWords = kKeys / 32;
+  const int words = keep_words(seq);
+  for (int c = threadIdx.x; c < kQueries * kWords; c += kThreads) {
+    const int qi = c / kWords, wi = c % kWords;
+    const int i = i0 + qi, w = j0 / 32 + wi;
+    if (i >= seq || w >= words) continue;
+    const uint32_t* run = reinterpret_cast<const uint32_t*>(&src[qi][wi * 32]);
+    uint32_t v = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int q = (k + c / 4) % 8;
+      const uint32_t x = run[q];  // four flags, one per byte (0 or 1)
+      v |= ((x | x >> 7 | x >> 14 | x >> 21) & 0xfu) << (4 * q);
+    }
+    bits[(static_cast<size_t>(bh) * seq + i) * words + w] = v;
+  }
+}
+
+// Backward: fills a tile of keep flags (same layout and meaning as dropout_tile's) from the saved
+// bits: one coalesced 32-bit load per (query row, word), expanded to 32 bytes; rows >= S and words
+// >= W give 0. Callers __syncthreads() before reading dst.
+template <int kQueries, int kKeys, int kThreads>
+__device__ __forceinline__ void keep_bits_load(unsigned char (*dst)[kKeys], const uint32_t* bits, int bh, int seq,
+                                               int i0, int j0) {
+  static_assert(kKeys % 32 == 0, "keep-flag tiles must span whole 32-bit words");
+  constexpr int kWords = kKeys / 32;
+  const int words = keep_words(seq);
+  for (int c = threadIdx.x; c < kQueries * kWords; c += kThreads) {
+    const int qi = c / kWords, wi = c % kWords;
+    const int i = i0 + qi, w = j0 / 32 + wi;
+    const uint32_t v = i < seq && w < words ? bits[(static_cast<size_t>(bh) * seq + i) * words + w] : 0u;
+    uint32_t* run = reinterpret_cast<uint32_t*>(&dst[qi][wi * 32]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int q = (k + c / 4) % 8;
+      run[q] = (((v >> (4 * q)) & 0xfu) * 0x00204081u) & 0x01010101u;  // bit b of the nibble -> byte b
+    }
+  }
+}
+
+}  // namespace flash
+}  // namespace dskc

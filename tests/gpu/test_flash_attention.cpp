@@ -1,0 +1,363 @@
+// Fused attention (attn_flash_*) against the unfused path (batched GEMMs + softmax kernels) and the
+// double-precision CPU reference, on the same layer, parameters and inputs: the attention context
+// (O), the logsumexp, and the gradient of qkv split into dQ / dK / dV, then the layer's output and
+// every gradient. Built for debugging on a GPU run: on any failure (and always for the first case)
+// it prints per-tensor max abs / normwise relative errors and the first mismatching element as
+// (b, head, row, col), so one run tells where the kernels go wrong. With attention dropout the
+// fused forward saves the keep mask as bits (checked against the Philox rule) and the backward
+// reads them; with attn_dropout_checkpoint (Case::adc) the backward regenerates the mask instead,
+// and both variants must give bitwise identical results.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "gpu_util.h"
+#include "runtime/context.h"
+#include "runtime/cpu_reference.h"
+#include "runtime/host_float.h"
+#include "runtime/host_tensor.h"
+#include "runtime/layer_params.h"
+#include "runtime/transformer_layer.h"
+#include "templates/common/philox.cuh"
+
+using namespace dskc;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int batch, max_seq, seq, hidden, heads;
+  DType dtype;
+  bool pre_ln;
+  double attn_p;
+  bool mask;
+  bool adc = false;  // attn_dropout_checkpoint: backward regenerates the mask instead of reading the saved bits
+};
+
+LayerConfig config_of(const Case& k) {
+  LayerConfig c;
+  c.batch_size = k.batch;
+  c.max_seq_length = k.max_seq;
+  c.hidden_size = k.hidden;
+  c.heads = k.heads;
+  c.intermediate_size = 2 * k.hidden;
+  c.attn_dropout_ratio = k.attn_p;
+  c.hidden_dropout_ratio = 0.1;
+  c.num_hidden_layers = 2;
+  c.initializer_range = 0.02;
+  c.seed = 4321;
+  c.fp16 = k.dtype == DType::F16;
+  c.bf16 = k.dtype == DType::BF16;
+  c.pre_layer_norm = k.pre_ln;
+  c.attn_dropout_checkpoint = k.adc;
+  return c;
+}
+
+struct Result {
+  std::vector<float> out, dx, ctx, dqkv, lse;
+  std::vector<uint32_t> bits;  // attn_dropout_bits when the plan saves them
+  std::map<std::string, std::vector<float>> grads;
+  bool fused = false, saves_bits = false;
+};
+
+Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::map<std::string, std::vector<float>>& params,
+           const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S) {
+  LayerOptions opt;
+  opt.attention = path;
+  opt.layer_id = 2;
+  TransformerLayer layer(ctx, c, opt);
+  layer.set_params(params);
+  const DType t = c.dtype();
+  const size_t n = x.size(), eb = dtype_bytes(t), H = c.hidden_size;
+  const size_t rows = static_cast<size_t>(B) * S;
+  DeviceBuffer xb(ctx, n * eb), yb(ctx, n * eb), mb(ctx, mask.size() * eb), dyb(ctx, n * eb), dxb(ctx, n * eb);
+  upload(ctx, xb.ptr(), x, t);
+  upload(ctx, mb.ptr(), mask, t);
+  upload(ctx, dyb.ptr(), dy, t);
+  layer.forward(xb.ptr(), mb.ptr(), yb.ptr(), B, S, 11);
+  Result r;
+  r.fused = layer.plan().fused_attention;
+  r.out = download(ctx, yb.ptr(), n, t);
+  r.ctx = download(ctx, layer.tensor("attn_context"), rows * H, t);
+  if (r.fused) r.lse = download(ctx, layer.tensor("attn_lse"), rows * c.heads, DType::F32);
+  r.saves_bits = layer.plan().attn_dropout_bits;
+  if (r.saves_bits) {
+    const size_t words = rows * c.heads * ((S + 31) / 32);
+    const std::vector<float> raw = download(ctx, layer.tensor("attn_dropout_bits"), words, DType::F32);  // 4-byte copies
+    r.bits.resize(words);
+    std::memcpy(r.bits.data(), raw.data(), words * 4);
+  }
+  layer.backward(dyb.ptr(), dxb.ptr());
+  r.dx = download(ctx, dxb.ptr(), n, t);
+  r.dqkv = download(ctx, layer.tensor("grad_qkv"), rows * 3 * H, t);
+  r.grads = layer.get_grads();
+  return r;
+}
+
+// Errors of a [rows, width] token-major tensor restricted to columns [c0, c0 + H) (one of Q/K/V,
+// or the whole context), with the first element off by more than atol + rtol·|ref| named as
+// (b, head, row, col).
+struct Diff {
+  double max_abs = 0, rel = 0;
+  bool mismatch = false;
+  int b = -1, head = -1, row = -1, col = -1;
+  double got = 0, want = 0;
+};
+
+template <typename Ref>
+Diff diff(const std::vector<float>& a, const std::vector<Ref>& ref, int B, int S, int width, int c0, int H, int d,
+          double atol, double rtol, double norm_floor = 0) {
+  Diff r;
+  double num = 0, den = 0;
+  for (int b = 0; b < B; ++b)
+    for (int s = 0; s < S; ++s)
+      for (int c = 0; c < H; ++c) {
+        const size_t i = (static_cast<size_t>(b) * S + s) * width + c0 + c;
+        const double g = a[i], w = static_cast<double>(ref[i]), e = std::fabs(g - w);
+        if (!std::isfinite(g)) {
+          num = std::numeric_limits<double>::infinity();
+        } else {
+          num += e * e;
+        }
+        den += w * w;
+        r.max_abs = std::max(r.max_abs, std::isfinite(g) ? e : std::numeric_limits<double>::infinity());
+        if (!r.mismatch && (!std::isfinite(g) || e > atol + rtol * std::fabs(w))) {
+          r.mismatch = true;
+          r.b = b;
+          r.head = c / d;
+          r.row = s;
+          r.col = c % d;
+          r.got = g;
+          r.want = w;
+        }
+      }
+  r.rel = std::sqrt(num / std::max({den, norm_floor * norm_floor, 1e-300}));
+  return r;
+}
+
+void print(const char* what, const Diff& e) {
+  if (e.mismatch)
+    std::printf("  %-26s max abs %.3e  rel %.3e  first mismatch (b %d, head %d, row %d, col %d): %.6g vs %.6g\n", what,
+                e.max_abs, e.rel, e.b, e.head, e.row, e.col, e.got, e.want);
+  else
+    std::printf("  %-26s max abs %.3e  rel %.3e  (no element beyond tolerance)\n", what, e.max_abs, e.rel);
+}
+
+void check_case(const Case& k, bool verbose) {
+  const LayerConfig c = config_of(k);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim(), NH = c.heads;
+  INFO("case " << k.name << ": B=" << B << " S=" << S << " H=" << H << " heads=" << NH << " d=" << d << " "
+               << dtype_name(t) << " attn_p=" << k.attn_p << (k.mask ? " masked" : ""));
+  Context ctx;
+  auto params = init_layer_params(c, 5);
+  params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 77, 1.5f / std::sqrt(static_cast<float>(H)));
+  params["attn_qkvb"] = dskc_test::randn(params["attn_qkvb"].size(), 78, 0.1f);
+  for (auto& [name, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 1), dy = dskc_test::randn(x.size(), 2);
+  std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
+  if (k.mask)
+    for (int b = 0; b < B; ++b)
+      for (int s = S - 1 - (3 * b + 1) % std::max(S, 1); s < S; ++s)
+        if (s > 0) mask[static_cast<size_t>(b) * S + s] = -10000.f;  // padding at the end, never the whole row
+  for (auto* v : {&x, &dy, &mask})
+    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
+
+  const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S);
+  const Result u = run(ctx, c, AttentionPath::Unfused, params, x, mask, dy, B, S);
+  REQUIRE(f.fused);
+  REQUIRE_FALSE(u.fused);
+  CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
+  CHECK_FALSE(u.saves_bits);
+
+  // The saved keep bits are the Philox mask of (layer 2, step 11), zero past S.
+  if (f.saves_bits) {
+    const dskc_rng::DropoutKey key{c.seed, 2, 11};
+    const uint32_t thr = dskc_rng::dropout_threshold(c.attn_dropout_ratio);
+    const int W = (S + 31) / 32;
+    size_t bad = 0;
+    for (uint64_t row = 0; row < static_cast<uint64_t>(B) * NH * S; ++row)
+      for (int j = 0; j < 32 * W; ++j) {
+        const bool want = j < S && dskc_rng::dropout_keep(key, dskc_rng::kStreamAttnProbs, row * S + j, thr);
+        const bool bit = (f.bits[row * W + j / 32] >> (j % 32)) & 1u;
+        if (bit != want && bad++ < 5)
+          std::printf("  keep bit mismatch at (b·heads + h) %llu, row %llu, key %d: %d vs Philox %d\n",
+                      static_cast<unsigned long long>(row / S), static_cast<unsigned long long>(row % S), j, int(bit),
+                      int(want));
+      }
+    CHECK_MESSAGE(bad == 0, bad << " saved keep bits disagree with the Philox mask");
+  }
+
+  // CPU reference (double) and a plain same-precision CPU implementation (every stored tensor rounded).
+  CpuReferenceLayer exact(c, 2, DType::F32), plain(c, 2, t);
+  CpuReferenceLayer::Tensors dp;
+  for (auto& [name, v] : params) dp[name] = std::vector<double>(v.begin(), v.end());
+  std::vector<double> xd(x.begin(), x.end()), md(mask.begin(), mask.end()), dyd(dy.begin(), dy.end());
+  auto out_exact = exact.forward(xd, &md, B, S, 11, dp);
+  plain.forward(xd, &md, B, S, 11, dp);
+  auto g_exact = exact.backward(dyd);
+  auto g_plain = plain.backward(dyd);
+  const std::vector<double>& ctx_exact = exact.activation("context");
+  const std::vector<double>& ctx_plain = plain.activation("context");
+
+  // Fused vs reference vs unfused, attention tensors first.
+  const double atol = t == DType::BF16 ? 2e-2 : 4e-3, rtol = t == DType::BF16 ? 4e-2 : 1e-2;
+  const Diff ctx_f = diff(f.ctx, ctx_exact, B, S, H, 0, H, d, atol, rtol);
+  const Diff ctx_u = diff(u.ctx, ctx_exact, B, S, H, 0, H, d, atol, rtol);
+  const Diff ctx_p = diff(std::vector<float>(ctx_plain.begin(), ctx_plain.end()), ctx_exact, B, S, H, 0, H, d, atol, rtol);
+  const Diff ctx_fu = diff(f.ctx, u.ctx, B, S, H, 0, H, d, atol, rtol);
+  const char* part[3] = {"dQ", "dK", "dV"};
+  // dQ / dK / dV errors are relative to the norm of the whole qkv gradient: at seq 1 the exact dQ
+  // and dK are 0 (softmax over one key), and the fused path's D = rowsum(dO ⊙ O) from the stored O
+  // leaves rounding-sized values there.
+  double dqkv_norm = 0;
+  for (float v : u.dqkv) dqkv_norm += static_cast<double>(v) * v;
+  dqkv_norm = std::sqrt(dqkv_norm);
+  Diff dq_fu[3];
+  for (int p = 0; p < 3; ++p)
+    dq_fu[p] = diff(f.dqkv, u.dqkv, B, S, 3 * H, p * H, H, d, 3 * atol, 3 * rtol, dqkv_norm);
+
+  // Logsumexp against the reference: L_i = log Σ_j exp(s_ij) from the exact scores (+ mask).
+  double lse_err = 0;
+  int lse_at[3] = {-1, -1, -1};
+  if (!f.lse.empty()) {
+    const auto& scores = exact.activation("scores");  // [B, heads, S, S], already scaled by 1/√d
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h)
+        for (int i = 0; i < S; ++i) {
+          const size_t row = ((static_cast<size_t>(b) * NH + h) * S + i) * S;
+          double mx = -1e300;
+          for (int j = 0; j < S; ++j) mx = std::max(mx, scores[row + j] + md[static_cast<size_t>(b) * S + j]);
+          double sum = 0;
+          for (int j = 0; j < S; ++j) sum += std::exp(scores[row + j] + md[static_cast<size_t>(b) * S + j] - mx);
+          const double want = mx + std::log(sum);
+          const double got = f.lse[(static_cast<size_t>(b) * NH + h) * S + i];
+          const double e = std::isfinite(got) ? std::fabs(got - want) : 1e300;
+          if (e > lse_err) {
+            lse_err = e;
+            lse_at[0] = b, lse_at[1] = h, lse_at[2] = i;
+          }
+        }
+  }
+
+  // Whole-layer checks against the reference (the numerics test's rule: <= 2x the plain error).
+  bool layer_ok = true;
+  std::vector<std::string> lines;
+  auto check = [&](const std::string& what, const std::vector<float>& gpu, const std::vector<double>& ex,
+                   const std::vector<double>& pl) {
+    auto eg = dskc_test::compare(gpu, ex);
+    auto ep = dskc_test::compare(pl, ex);
+    const double limit = 2.0 * ep.rel + 1e-6;
+    lines.push_back(dskc_test::describe(what, eg, ep));
+    const bool ok = eg.rel <= limit;
+    layer_ok = layer_ok && ok;
+    CHECK_MESSAGE(ok, what << ": fused-layer error " << eg.rel << " above limit " << limit);
+  };
+  check("output", f.out, out_exact, plain.activation("output"));
+  check("grad_input", f.dx, g_exact.at("grad_input"), g_plain.at("grad_input"));
+  for (const auto& [pname, v] : f.grads) check("grad_" + pname, v, g_exact.at("grad_" + pname), g_plain.at("grad_" + pname));
+
+  // Fused attention must be about as accurate as the unfused path (both against the reference).
+  const bool ctx_ok = ctx_f.rel <= 2.0 * std::max(ctx_u.rel, ctx_p.rel) + 1e-6;
+  // Loose: the GPU scores come from its own rounded qkv (|s| ~ 2-3 here), the reference from exact qkv.
+  const bool lse_ok = f.lse.empty() || lse_err <= (t == DType::BF16 ? 1.5e-1 : 3e-2);
+  CHECK_MESSAGE(ctx_ok, "context: fused rel " << ctx_f.rel << ", unfused " << ctx_u.rel << ", plain " << ctx_p.rel);
+  CHECK_MESSAGE(lse_ok, "logsumexp max abs error " << lse_err);
+  bool dqkv_ok = true;
+  for (int p = 0; p < 3; ++p) {
+    const bool ok = dq_fu[p].rel <= (t == DType::BF16 ? 6e-2 : 2e-2);
+    dqkv_ok = dqkv_ok && ok;
+    CHECK_MESSAGE(ok, part[p] << ": fused vs unfused normwise rel " << dq_fu[p].rel);
+  }
+  if (verbose || !layer_ok || !ctx_ok || !lse_ok || !dqkv_ok) {
+    std::printf("== %s (B %d, S %d, H %d, heads %d, d %d, %s, attn_p %.2f%s)\n", k.name, B, S, H, NH, d, dtype_name(t),
+                k.attn_p, k.mask ? ", masked" : "");
+    print("context fused vs ref", ctx_f);
+    print("context unfused vs ref", ctx_u);
+    print("context plain-CPU vs ref", ctx_p);
+    print("context fused vs unfused", ctx_fu);
+    for (int p = 0; p < 3; ++p) print((std::string(part[p]) + " fused vs unfused").c_str(), dq_fu[p]);
+    if (!f.lse.empty())
+      std::printf("  logsumexp max abs error %.3e at (b %d, head %d, row %d)\n", lse_err, lse_at[0], lse_at[1], lse_at[2]);
+    for (const auto& l : lines) std::printf("  %s\n", l.c_str());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fused attention vs unfused vs CPU reference: BERT-Large head dim 64, seq 128 / 127") {
+  dskc_test::require_gpu();
+  check_case({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, /*verbose=*/true);
+  check_case({"d64-s127-nodrop", 2, 128, 127, 1024, 16, DType::F16, true, 0.0, false}, false);
+}
+
+TEST_CASE("fused attention: sequence lengths 1, 7, 33, 381, 509 (partial tiles)") {
+  dskc_test::require_gpu();
+  check_case({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, false);
+  check_case({"d32-s7", 2, 8, 7, 128, 4, DType::BF16, false, 0.1, true}, false);
+  check_case({"d64-s33", 2, 40, 33, 256, 4, DType::F16, true, 0.2, true}, false);
+  check_case({"d64-s381", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true}, false);
+  check_case({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true}, false);
+}
+
+// The same layer and inputs with and without attn_dropout_checkpoint: the backward reading the
+// forward's keep bits and the backward regenerating the mask with Philox give bitwise identical
+// outputs and gradients.
+void check_bits_vs_regenerated(const Case& k) {
+  Case kr = k;
+  kr.adc = true;
+  const LayerConfig c = config_of(k), cr = config_of(kr);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size;
+  INFO("case " << k.name << ": saved keep bits vs regenerated mask, B=" << B << " S=" << S << " " << dtype_name(t));
+  Context ctx;
+  auto params = init_layer_params(c, 6);
+  for (auto& [name, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 3), dy = dskc_test::randn(x.size(), 4);
+  std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
+  for (auto* v : {&x, &dy})
+    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
+  const Result a = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S);
+  const Result r = run(ctx, cr, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S);
+  REQUIRE(a.fused);
+  REQUIRE(r.fused);
+  CHECK(a.saves_bits);
+  CHECK_FALSE(r.saves_bits);
+  CHECK(a.out == r.out);
+  CHECK(a.ctx == r.ctx);
+  CHECK(a.lse == r.lse);
+  CHECK(a.dqkv == r.dqkv);
+  CHECK(a.dx == r.dx);
+  for (const auto& [name, v] : a.grads) CHECK_MESSAGE(r.grads.at(name) == v, name);
+}
+
+TEST_CASE("fused attention: saved keep bits vs attn_dropout_checkpoint (mask regenerated), bitwise and vs reference") {
+  dskc_test::require_gpu();
+  check_bits_vs_regenerated({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, false});
+  check_bits_vs_regenerated({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false});
+  check_bits_vs_regenerated({"d32-s7", 2, 8, 7, 128, 4, DType::BF16, false, 0.1, false});
+  check_bits_vs_regenerated({"d64-s33", 2, 40, 33, 256, 4, DType::F16, true, 0.2, false});
+  check_bits_vs_regenerated({"d64-s127", 2, 128, 127, 256, 4, DType::F16, true, 0.3, false});
+  check_bits_vs_regenerated({"d80-s381", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, false});
+  check_bits_vs_regenerated({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, false});
+  check_bits_vs_regenerated({"d128-s200", 2, 256, 200, 256, 2, DType::F16, true, 0.1, false});
+  // The regenerating variant against the unfused path and the CPU reference as well.
+  check_case({"d64-s127-adc", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, true}, false);
+  check_case({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true}, false);
+  check_case({"d128-s200-adc", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, true}, false);
+}
+
+TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
+  dskc_test::require_gpu();
+  check_case({"d16", 2, 64, 57, 128, 8, DType::F16, true, 0.1, true}, false);
+  check_case({"d48", 2, 64, 50, 192, 4, DType::BF16, true, 0.1, true}, false);
+  check_case({"d80", 2, 100, 99, 160, 2, DType::F16, false, 0.1, true}, false);
+  check_case({"d96", 1, 160, 131, 192, 2, DType::BF16, true, 0.0, true}, false);
+  check_case({"d128", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true}, false);
+}

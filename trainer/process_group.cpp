@@ -1,0 +1,184 @@
+// ProcessGroup (see process_group.h).
+#include "trainer/process_group.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "compiler/errors.h"
+#include "runtime/driver.h"
+
+namespace dskc {
+
+using Clock = std::chrono::steady_clock;
+
+ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env), timeout_(timeout) {
+  validate_dist_env(env_);
+  RendezvousOptions o;
+  o.rank = env_.rank;
+  o.world_size = env_.world_size;
+  o.master_addr = env_.master_addr;
+  o.master_port = env_.master_port;
+  o.timeout = timeout_;
+  o.connect_timeout = timeout_;
+  store_ = std::make_unique<Rendezvous>(o);
+}
+
+ProcessGroup::~ProcessGroup() { release_nccl(); }
+
+void ProcessGroup::release_nccl() {
+  if (comm_) {
+    // Abort when anything failed: destroy waits for pending work, which may never finish.
+    if (failed_)
+      nccl().ncclCommAbort(comm_);
+    else
+      nccl().ncclCommDestroy(comm_);
+    comm_ = nullptr;
+  }
+  if (ctx_) {
+    const DriverApi& d = driver();
+    for (CUevent e : {compute_done_, comm_done_, compute_end_, comm_end_})
+      if (e) d.cuEventDestroy(e);
+    compute_end_ = comm_end_ = nullptr;
+    if (stream_) d.cuStreamDestroy(stream_);
+    compute_done_ = comm_done_ = nullptr;
+    stream_ = nullptr;
+    host_buf_ = DeviceBuffer();
+    ctx_ = nullptr;
+  }
+}
+
+void ProcessGroup::barrier(const std::string& name) { store_->barrier(name); }
+
+void ProcessGroup::init_nccl(Context& ctx) {
+  DSKC_ASSERT(!comm_, "init_nccl twice");
+  ctx_ = &ctx;
+  ctx.make_current();
+  setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast off unless the user chose otherwise
+  const NcclApi& n = nccl();
+  store_->barrier("nccl-init");  // every rank is here: NCCL's own (unbounded) init cannot hang on a missing one
+  ncclUniqueId id{};
+  if (env_.rank == 0) {
+    DSKC_NCCL(ncclGetUniqueId(&id));
+    store_->set("nccl_id", std::string(id.internal, sizeof(id.internal)));
+  } else {
+    const std::string v = store_->get("nccl_id");
+    DSKC_ASSERT(v.size() == sizeof(id.internal), "NCCL unique id size");
+    std::memcpy(id.internal, v.data(), v.size());
+  }
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = n.ncclCommInitRank(&comm, env_.world_size, id, env_.rank);
+  if (r != ncclSuccess) {
+    failed_ = true;
+    fail("NCCL communicator set-up", fmt::format("ncclCommInitRank: {}", n.ncclGetErrorString(r)));
+  }
+  comm_ = comm;
+  int least = 0, greatest = 0;
+  DSKC_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+  DSKC_CU(cuStreamCreateWithPriority(&stream_, CU_STREAM_NON_BLOCKING, greatest));
+  DSKC_CU(cuEventCreate(&compute_done_, CU_EVENT_DISABLE_TIMING));
+  DSKC_CU(cuEventCreate(&comm_done_, CU_EVENT_DISABLE_TIMING));
+  DSKC_CU(cuEventCreate(&compute_end_, CU_EVENT_DEFAULT));
+  DSKC_CU(cuEventCreate(&comm_end_, CU_EVENT_DEFAULT));
+  host_buf_ = DeviceBuffer(ctx, 64 * sizeof(double));
+}
+
+void ProcessGroup::wait_for_compute() {
+  DSKC_ASSERT(comm_, "wait_for_compute before init_nccl");
+  DSKC_CU(cuEventRecord(compute_done_, ctx_->stream()));
+  DSKC_CU(cuStreamWaitEvent(stream_, compute_done_, 0));
+}
+
+void ProcessGroup::all_reduce(CUdeviceptr buf, size_t n, ncclDataType_t type) {
+  DSKC_ASSERT(comm_, "all-reduce before init_nccl");
+  void* p = reinterpret_cast<void*>(buf);
+  DSKC_NCCL(ncclAllReduce(p, p, n, type, ncclSum, comm_, stream_));
+}
+
+// Polls `ev` until it completes; bounded by the timeout, and NCCL's asynchronous errors end it
+// early. Both failures go through fail(), which names the ranks that are not responding.
+static void poll_event(CUevent ev, ncclComm_t comm, std::chrono::milliseconds timeout,
+                       const std::function<void(const std::string&)>& fail_with) {
+  const DriverApi& d = driver();
+  const auto deadline = Clock::now() + timeout;
+  for (int spin = 0;; ++spin) {
+    const CUresult q = d.cuEventQuery(ev);
+    if (q == CUDA_SUCCESS) return;
+    if (q != CUDA_ERROR_NOT_READY) throw_cuda_error(q, "cuEventQuery", __FILE__, __LINE__);
+    if ((spin & 63) == 63) {
+      ncclResult_t async = ncclSuccess;
+      nccl().ncclCommGetAsyncError(comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress)
+        fail_with(fmt::format("NCCL reported: {}", nccl().ncclGetErrorString(async)));
+      if (Clock::now() > deadline)
+        fail_with(fmt::format("it did not complete within {:g} s", timeout.count() / 1000.0));
+    }
+    if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void ProcessGroup::wait_all_reduces(const std::string& what) {
+  DSKC_ASSERT(comm_, "wait before init_nccl");
+  DSKC_CU(cuEventRecord(compute_end_, ctx_->stream()));
+  DSKC_CU(cuEventRecord(comm_end_, stream_));
+  const auto fail_with = [&](const std::string& why) { fail(what, why); };
+  poll_event(comm_end_, comm_, timeout_, fail_with);
+  poll_event(compute_end_, comm_, timeout_, fail_with);
+  float ms = 0.f;
+  DSKC_CU(cuEventElapsedTime(&ms, compute_end_, comm_end_));
+  exposed_ += std::max(0.f, ms) / 1e3;
+}
+
+std::vector<double> ProcessGroup::all_reduce_host(const std::vector<double>& v, const std::string& what) {
+  DSKC_ASSERT(comm_ && v.size() <= 64, "small host all-reduce");
+  std::vector<double> out(v);
+  if (v.empty()) return out;
+  const size_t bytes = v.size() * sizeof(double);
+  DSKC_CU(cuMemcpyHtoDAsync(host_buf_.ptr(), v.data(), bytes, stream_));
+  void* p = reinterpret_cast<void*>(host_buf_.ptr());
+  DSKC_NCCL(ncclAllReduce(p, p, v.size(), ncclFloat64, ncclSum, comm_, stream_));
+  const double before = exposed_;
+  wait_all_reduces(what);  // bounded; only then the (blocking) copy back
+  exposed_ = before;       // a host reduction is not gradient traffic
+  DSKC_CU(cuMemcpyDtoHAsync(out.data(), host_buf_.ptr(), bytes, stream_));
+  DSKC_CU(cuStreamSynchronize(stream_));
+  return out;
+}
+
+void ProcessGroup::check_identical(uint64_t value, const std::string& what) {
+  // Halves below 2^32 sum exactly in doubles (world < 2^21), so equality is exact.
+  const double lo = static_cast<double>(value & 0xffffffffu), hi = static_cast<double>(value >> 32);
+  const std::vector<double> sum = all_reduce_host({lo, hi}, "the consistency check of " + what);
+  const double w = env_.world_size;
+  if (sum[0] != w * lo || sum[1] != w * hi)
+    throw Error(ErrorKind::Internal,
+                fmt::format("rank {}: {} differs between ranks (this rank: {:016x}); the data-parallel replicas "
+                            "diverged",
+                            env_.rank, what, value));
+}
+
+double ProcessGroup::take_exposed_seconds() {
+  const double s = exposed_;
+  exposed_ = 0.0;
+  return s;
+}
+
+void ProcessGroup::fail(const std::string& what, const std::string& why) {
+  failed_ = true;
+  // Which ranks are alive? The healthy ones reach this barrier too (their waits fail as well).
+  std::string who;
+  try {
+    store_->barrier("dskc-failure-check");
+    who = "every rank reached the failure check, so all are stuck in the collective (an NCCL or GPU problem)";
+  } catch (const Error& e) {
+    who = e.what();
+  }
+  throw Error(ErrorKind::Device,
+              fmt::format("rank {}: {} failed: {}; {}", env_.rank, what, why, who));
+}
+
+}  // namespace dskc
