@@ -156,21 +156,12 @@ bool is_out_of_memory(const Error& e) {
 class DeviceHold {
  public:
   explicit DeviceHold(int device) {
-    const DriverApi& d = driver();  // Error(Device) "no CUDA device: ..." without a driver
-    int count = 0;
-    DSKC_CU(cuDeviceGetCount(&count));
-    if (count == 0) throw Error(ErrorKind::Device, "no CUDA device: the driver reports no GPU");
-    if (device < 0) device = 0;
-    if (device >= count)
-      throw Error(ErrorKind::Device,
-                  fmt::format("local_rank/device {} does not exist: this machine has {} GPU(s)", device, count));
-    DSKC_CU(cuDeviceGet(&dev_, device));
+    dev_ = checked_device(device);
     DSKC_CU(cuDevicePrimaryCtxRetain(&ctx_, dev_));
     DSKC_CU(cuCtxSetCurrent(ctx_));
     char name[256] = {0};
     DSKC_CU(cuDeviceGetName(name, sizeof(name), dev_));
     name_ = name;
-    (void)d;
   }
   ~DeviceHold() {
     if (ctx_) driver().cuDevicePrimaryCtxRelease(dev_);

@@ -37,17 +37,22 @@ void throw_cublas_error(int status, const char* call, const char* file, int line
                                              file, line));
 }
 
-Context::Context(int device) {
-  const DriverApi& d = driver();
+CUdevice checked_device(int& device) {
   int count = 0;
-  DSKC_CU(cuDeviceGetCount(&count));
+  DSKC_CU(cuDeviceGetCount(&count));  // driver(): Error(Device) "no CUDA device: ..." without one
   if (count == 0) throw Error(ErrorKind::Device, "no CUDA device: the driver reports no GPU");
   if (device < 0) device = 0;
   if (device >= count)
     throw Error(ErrorKind::Device,
                 fmt::format("local_rank/device {} does not exist: this machine has {} GPU(s)", device, count));
+  CUdevice d = 0;
+  DSKC_CU(cuDeviceGet(&d, device));
+  return d;
+}
+
+Context::Context(int device) {
+  cu_device_ = checked_device(device);
   device_ = device;
-  DSKC_CU(cuDeviceGet(&cu_device_, device));
   DSKC_CU(cuDevicePrimaryCtxRetain(&ctx_, cu_device_));
   DSKC_CU(cuCtxSetCurrent(ctx_));
   DSKC_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
@@ -56,7 +61,6 @@ Context::Context(int device) {
   DSKC_CUBLAS(blas().cublasLtCreate(&cublaslt_));
   lt_workspace_ = DeviceBuffer(*this, 32u << 20);
   DSKC_CUBLAS(blas().cublasSetWorkspace(cublas_, reinterpret_cast<void*>(lt_workspace_.ptr()), lt_workspace_.bytes()));
-  (void)d;
 }
 
 Context::~Context() {

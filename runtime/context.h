@@ -34,6 +34,11 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// The driver handle of GPU `device` (-1: device 0) after checking it exists; `device` is set to
+// the index used. Error(Device) "no CUDA device: ..." without a driver or GPU, or naming the
+// missing index and the GPU count.
+CUdevice checked_device(int& device);
+
 class Context {
  public:
   // device -1: the current device if a context is current, else device 0.

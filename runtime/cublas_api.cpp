@@ -8,23 +8,17 @@
 #include <string>
 
 #include "compiler/errors.h"
+#include "runtime/dl_library.h"
 
 namespace dskc {
 
 namespace {
 void* open_lib(const char* soname, const char* plain) {
-  void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!h) h = dlopen(plain, RTLD_NOW | RTLD_LOCAL);
-  if (!h)
-    throw Error(ErrorKind::Device, fmt::format("cannot load {} (the CUDA toolkit's cuBLAS): {}; add the toolkit's "
-                                               "lib64 folder to LD_LIBRARY_PATH",
-                                               soname, dlerror()));
-  return h;
+  return dl::open(soname, plain, "the CUDA toolkit's cuBLAS", "add the toolkit's lib64 folder to LD_LIBRARY_PATH");
 }
 template <typename F>
 void sym(void* lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) throw Error(ErrorKind::Device, fmt::format("cuBLAS has no symbol {}", name));
+  dl::symbol(lib, fn, "cuBLAS", name);
 }
 }  // namespace
 

@@ -7,16 +7,14 @@
 #include <mutex>
 
 #include "compiler/errors.h"
+#include "runtime/dl_library.h"
 
 namespace dskc {
 
 namespace {
 template <typename F>
 void load_sym(void* lib, F& fn, const char* name, const char* alt = nullptr) {
-  void* s = dlsym(lib, name);
-  if (!s && alt) s = dlsym(lib, alt);
-  if (!s) throw Error(ErrorKind::Device, fmt::format("libcuda has no symbol {}: driver too old?", name));
-  fn = reinterpret_cast<F>(s);
+  dl::symbol(lib, fn, "libcuda", name, alt, ": driver too old?");
 }
 
 DriverApi load_driver() {

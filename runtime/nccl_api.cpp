@@ -8,14 +8,14 @@
 #include <string>
 
 #include "compiler/errors.h"
+#include "runtime/dl_library.h"
 
 namespace dskc {
 
 namespace {
 template <typename F>
 void sym(void* lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) throw Error(ErrorKind::Device, fmt::format("libnccl has no symbol {}: NCCL too old?", name));
+  dl::symbol(lib, fn, "libnccl", name, nullptr, ": NCCL too old?");
 }
 }  // namespace
 
@@ -25,13 +25,8 @@ const NcclApi& nccl() {
   static std::string failure;
   std::call_once(once, [] {
     try {
-      void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-      if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-      if (!lib)
-        throw Error(ErrorKind::Device,
-                    fmt::format("cannot load libnccl.so.2 (NCCL, needed for multi-GPU training): {}; install NCCL or "
-                                "add its lib folder to LD_LIBRARY_PATH",
-                                dlerror()));
+      void* lib = dl::open("libnccl.so.2", "libnccl.so", "NCCL, needed for multi-GPU training",
+                           "install NCCL or add its lib folder to LD_LIBRARY_PATH");
       sym(lib, api.ncclGetVersion, "ncclGetVersion");
       sym(lib, api.ncclGetUniqueId, "ncclGetUniqueId");
       sym(lib, api.ncclCommInitRank, "ncclCommInitRank");

@@ -40,7 +40,6 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
   static_assert(!kBits || kDropout, "keep bits exist only with attention dropout");
   using F = FlashBwdTile;
-  constexpr int kKSteps = kHeadDim / 16;  // k-steps over the head dim (Sᵀ, dPᵀ)
   constexpr int kQTiles = F::kInner / 8;  // n-tiles of Sᵀ (queries)
   constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dK, dV (head dim)
   __shared__ __align__(16) E k_s[F::kRows][kFlashStride];
@@ -87,34 +86,12 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
       dot_s[r] = in ? dot_g[i0 + r] : 0.f;
     }
     // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the saved bits.
-    if constexpr (kBits)
-      flash::keep_bits_load<F::kInner, F::kRows, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
-    else if constexpr (kDropout)
-      flash::dropout_tile<F::kInner, F::kRows, F::kThreads>(keep_s, p.rng, bh, seq, i0, j0);
+    flash::keep_tile<kBits, kDropout, F::kThreads>(keep_s, p.bits, p.rng, bh, seq, i0, j0);
     __syncthreads();
 
     // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x kInner queries.
     float st[kQTiles][4], dpt[kQTiles][4];
-#pragma unroll
-    for (int n = 0; n < kQTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t ka[4], va[4];
-      flash::load_a<E>(ka, k_s, wrow, ks);
-      flash::load_a<E>(va, v_s, wrow, ks);
-#pragma unroll
-      for (int n = 0; n < kQTiles; n += 2) {
-        uint32_t qb[4], ob[4];
-        flash::load_b_nk<E>(qb, q_s, n * 8, ks);
-        flash::mma16816<E>(st[n], ka, qb[0], qb[1]);
-        flash::mma16816<E>(st[n + 1], ka, qb[2], qb[3]);
-        flash::load_b_nk<E>(ob, do_s, n * 8, ks);
-        flash::mma16816<E>(dpt[n], va, ob[0], ob[1]);
-        flash::mma16816<E>(dpt[n + 1], va, ob[2], ob[3]);
-      }
-    }
+    flash::mma_pair_nt<E, kQTiles>(st, dpt, k_s, v_s, q_s, do_s, wrow);
 
     // Element (key row jr, query column ic): P, the mask Z, dS. st <- P ⊙ Z (unscaled), dpt <- dS.
 #pragma unroll
@@ -175,7 +152,6 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams&
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
   static_assert(!kBits || kDropout, "keep bits exist only with attention dropout");
   using F = FlashBwdTile;
-  constexpr int kKSteps = kHeadDim / 16;  // k-steps over the head dim (S, dP)
   constexpr int kKTiles = F::kInner / 8;  // n-tiles of S (keys)
   constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dQ
   __shared__ __align__(16) E q_s[F::kRows][kFlashStride];
@@ -219,34 +195,12 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams&
     flash::load_tile<E, F::kInner, F::kThreads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
     flash::load_mask<E, F::kInner, F::kThreads>(mask_s, mask_row, j0, seq);
     // j0 is a multiple of kInner (64 or 32): the key range spans whole words of the saved bits.
-    if constexpr (kBits)
-      flash::keep_bits_load<F::kRows, F::kInner, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
-    else if constexpr (kDropout)
-      flash::dropout_tile<F::kRows, F::kInner, F::kThreads>(keep_s, p.rng, bh, seq, i0, j0);
+    flash::keep_tile<kBits, kDropout, F::kThreads>(keep_s, p.bits, p.rng, bh, seq, i0, j0);
     __syncthreads();
 
     // S = Q·Kᵀ and dP_drop = dO·Vᵀ for the warp's 16 queries x kInner keys.
     float s[kKTiles][4], dp[kKTiles][4];
-#pragma unroll
-    for (int n = 0; n < kKTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t qa[4], oa[4];
-      flash::load_a<E>(qa, q_s, wrow, ks);
-      flash::load_a<E>(oa, do_s, wrow, ks);
-#pragma unroll
-      for (int n = 0; n < kKTiles; n += 2) {
-        uint32_t kb[4], vb[4];
-        flash::load_b_nk<E>(kb, k_s, n * 8, ks);
-        flash::mma16816<E>(s[n], qa, kb[0], kb[1]);
-        flash::mma16816<E>(s[n + 1], qa, kb[2], kb[3]);
-        flash::load_b_nk<E>(vb, v_s, n * 8, ks);
-        flash::mma16816<E>(dp[n], oa, vb[0], vb[1]);
-        flash::mma16816<E>(dp[n + 1], oa, vb[2], vb[3]);
-      }
-    }
+    flash::mma_pair_nt<E, kKTiles>(s, dp, q_s, do_s, k_s, v_s, wrow);
 
     // dS = P ⊙ (dP ⊙ Z/(1−p) − D), written over s.
 #pragma unroll

@@ -246,5 +246,47 @@ __device__ __forceinline__ void keep_bits_load(unsigned char (*dst)[kKeys], cons
   }
 }
 
+// The dropout keep flags of a [kQueries][kKeys] tile (queries i0.., keys j0..) for backward: from
+// the bits forward saved (kBits; j0 is a multiple of the key-tile width, so the tile spans whole
+// words) or regenerated with Philox (kDropout without bits); nothing without dropout (the
+// kernels then declare a [1][1] placeholder array).
+template <bool kBits, bool kDropout, int kThreads, int kQueries, int kKeys>
+__device__ __forceinline__ void keep_tile(unsigned char (&dst)[kQueries][kKeys], const uint32_t* bits,
+                                          const DropoutArgs& rng, int bh, int seq, int i0, int j0) {
+  if constexpr (kBits)
+    keep_bits_load<kQueries, kKeys, kThreads>(dst, bits, bh, seq, i0, j0);
+  else if constexpr (kDropout)
+    dropout_tile<kQueries, kKeys, kThreads>(dst, rng, bh, seq, i0, j0);
+}
+
+// Two products over the head dim for the warp's 16 rows (from wrow) of a1 / a2 against every row
+// of b1 / b2 (kNTiles n-tiles of 8): c1 = a1·b1ᵀ, c2 = a2·b2ᵀ; all four tiles stored
+// [row][head dim] in shared memory. Backward uses it for (S, dP) and their transposes.
+template <typename E, int kNTiles>
+__device__ __forceinline__ void mma_pair_nt(float (&c1)[kNTiles][4], float (&c2)[kNTiles][4],
+                                            const E (*a1)[kFlashStride], const E (*a2)[kFlashStride],
+                                            const E (*b1)[kFlashStride], const E (*b2)[kFlashStride], int wrow) {
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c1[n][e] = c2[n][e] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+    uint32_t x[4], y[4];
+    load_a<E>(x, a1, wrow, ks);
+    load_a<E>(y, a2, wrow, ks);
+#pragma unroll
+    for (int n = 0; n < kNTiles; n += 2) {
+      uint32_t u[4], v[4];
+      load_b_nk<E>(u, b1, n * 8, ks);
+      mma16816<E>(c1[n], x, u[0], u[1]);
+      mma16816<E>(c1[n + 1], x, u[2], u[3]);
+      load_b_nk<E>(v, b2, n * 8, ks);
+      mma16816<E>(c2[n], y, v[0], v[1]);
+      mma16816<E>(c2[n + 1], y, v[2], v[3]);
+    }
+  }
+}
+
 }  // namespace flash
 }  // namespace dskc
