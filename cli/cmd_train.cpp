@@ -74,7 +74,9 @@ int cmd_train(const Args& args) {
   ArgParser p("train",
               "Pre-train BERT (masked LM + next-sentence prediction) with a DeepSpeed JSON config and a BERT\n"
               "model config, launched like DeepSpeed's deepspeed_train.py. Writes progress lines, OUTPUT_DIR/\n"
-              "metrics.csv, checkpoints OUTPUT_DIR/global_stepN/ and OUTPUT_DIR/loss_curve.png.");
+              "metrics.csv, checkpoints OUTPUT_DIR/global_stepN/ and OUTPUT_DIR/loss_curve.png.\n"
+              "Several GPUs: one process per GPU under a launcher (torchrun, deepspeed, mpirun, or\n"
+              "`dskc launch --nproc_per_node N -- dskc train ...`), data parallel over NCCL.");
   p.add_switch("deepspeed", &deepspeed, "run in DeepSpeed mode (accepted; always on)");
   p.add_option("deepspeed_config", &o.deepspeed_config, "FILE", "DeepSpeed JSON config (batch, optimizer, fp16)");
   p.add_option("cf", &o.model_config, "FILE", "BERT model config (flat, or bing_bert's with bert_model_config)");
