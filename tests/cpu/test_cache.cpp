@@ -13,6 +13,7 @@
 #include <set>
 
 #include "compiler/cache.h"
+#include "compiler/nvrtc_compile.h"
 #include "compiler/errors.h"
 #include "test_util.h"
 
@@ -484,4 +485,24 @@ TEST_CASE("cli: dskc cache ls|stats|clear") {
   CHECK(dskc_test::run_dskc("cache lss" + d).exit_code == 2);
   CHECK(dskc_test::run_dskc("cache" + d).exit_code == 2);
   CHECK(dskc_test::run_dskc("cache ls --nope").exit_code == 2);
+}
+
+TEST_CASE("compile_cached: a non-layer module is compiled once, then loaded from the cache") {
+  TempDir dir;
+  ScopedEnv env("DSKC_CACHE_DIR", dir.path.c_str());
+  const std::string src = "extern \"C\" __global__ void dskc_probe(float* x) { x[threadIdx.x] += 1.f; }\n";
+  dskc::CompileOptions o;
+  o.arch = "sm_80";
+  const dskc::CompiledModule a = dskc::compile_cached(src, "probe.cu", o);
+  CHECK(!a.from_cache);
+  CHECK(!a.image.empty());
+  const dskc::CompiledModule b = dskc::compile_cached(src, "probe.cu", o);
+  CHECK(b.from_cache);
+  CHECK(b.image == a.image);
+  CHECK(b.cache_key == a.cache_key);
+  o.arch = "sm_90";  // another arch is another entry
+  const dskc::CompiledModule c = dskc::compile_cached(src, "probe.cu", o);
+  CHECK(!c.from_cache);
+  CHECK(c.cache_key != a.cache_key);
+  CHECK(dskc::KernelCache(dir.path).stats().entries == 2);
 }

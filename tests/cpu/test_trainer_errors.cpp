@@ -235,4 +235,18 @@ TEST_CASE("the guide's command line runs through dskc train on the CPU backend")
   CHECK(contains(bad.output, "inconsistent batch sizes"));
   CHECK(!fs::exists(dir / "o2"));
   CHECK(dskc_test::run_dskc("train --max_stepz 3").exit_code == 2);
+  // Multi-GPU options: a bad --dist_timeout or test-fault spec is a usage error, nothing written.
+  const std::string ok = "train --deepspeed_config " + ex + "deepspeed_tiny_config.json --cf " + ex +
+                         "bert_tiny_model.json --max_seq_length 32 --max_steps 1 --backend cpu --output_dir " +
+                         (dir / "o3");
+  auto t = dskc_test::run_dskc(ok + " --dist_timeout 0");
+  CHECK(t.exit_code == 2);
+  CHECK(contains(t.output, "--dist_timeout must be in (0, 86400] seconds, got 0"));
+  auto f = dskc_test::run_dskc(ok, "DSKC_TEST_FAULT=explode:3");
+  CHECK(f.exit_code == 2);
+  CHECK(contains(f.output, "DSKC_TEST_FAULT='explode:3': expected overflow|fail|hang:STEP[:RANK]"));
+  auto w = dskc_test::run_dskc(ok, "WORLD_SIZE=2 RANK=5");
+  CHECK(w.exit_code == 3);  // the launcher environment is validated (rank outside the world)
+  CHECK(contains(w.output, "RANK"));
+  CHECK(!fs::exists(dir / "o3"));
 }
