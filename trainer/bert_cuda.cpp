@@ -148,6 +148,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     for (const GradBucket& b : bucket_plan_->buckets) {
       const auto [lo, hi] = std::minmax_element(b.params.begin(), b.params.end());
       DSKC_ASSERT(static_cast<size_t>(*hi - *lo + 1) == b.params.size(), "bucket of consecutive parameters");
+      bucket_first_.push_back(*lo);
     }
     tracker_ = std::make_unique<BucketTracker>(*bucket_plan_, std::move(gp));
     reduce_in_dtype_ = dtype_ != DType::F32 && !opt.fp32_allreduce;
@@ -158,9 +159,8 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
 void CudaBackend::grad_ready(int idx) {
   if (!syncing_) return;
   for (int b : tracker_->mark_ready(idx)) {
-    const GradBucket& bk = bucket_plan_->buckets[static_cast<size_t>(b)];
-    const int lo = *std::min_element(bk.params.begin(), bk.params.end());
-    const size_t n = bk.size_bytes / 4;
+    const int lo = bucket_first_[static_cast<size_t>(b)];
+    const size_t n = bucket_plan_->buckets[static_cast<size_t>(b)].size_bytes / 4;
     pg_->wait_for_compute();
     if (!reduce_in_dtype_) {
       pg_->all_reduce(grad(lo), n, ncclFloat32);

@@ -125,6 +125,7 @@ class CudaBackend : public TrainBackend {
   // contiguous range of the flat fp32 buffer, alignment gaps included).
   ProcessGroup* pg_ = nullptr;
   std::unique_ptr<BucketPlan> bucket_plan_;
+  std::vector<int> bucket_first_;  // per bucket: its first (lowest) parameter index
   std::unique_ptr<BucketTracker> tracker_;
   bool syncing_ = false;
   bool reduce_in_dtype_ = false;  // fp16/bf16 all-reduce through reduce_stage_ (same offsets)

@@ -41,11 +41,10 @@ void ProcessGroup::release_nccl() {
   }
   if (ctx_) {
     const DriverApi& d = driver();
-    for (CUevent e : {compute_done_, comm_done_, compute_end_, comm_end_})
+    for (CUevent e : {compute_done_, compute_end_, comm_end_})
       if (e) d.cuEventDestroy(e);
-    compute_end_ = comm_end_ = nullptr;
     if (stream_) d.cuStreamDestroy(stream_);
-    compute_done_ = comm_done_ = nullptr;
+    compute_done_ = compute_end_ = comm_end_ = nullptr;
     stream_ = nullptr;
     host_buf_ = DeviceBuffer();
     ctx_ = nullptr;
@@ -81,7 +80,6 @@ void ProcessGroup::init_nccl(Context& ctx) {
   DSKC_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
   DSKC_CU(cuStreamCreateWithPriority(&stream_, CU_STREAM_NON_BLOCKING, greatest));
   DSKC_CU(cuEventCreate(&compute_done_, CU_EVENT_DISABLE_TIMING));
-  DSKC_CU(cuEventCreate(&comm_done_, CU_EVENT_DISABLE_TIMING));
   DSKC_CU(cuEventCreate(&compute_end_, CU_EVENT_DEFAULT));
   DSKC_CU(cuEventCreate(&comm_end_, CU_EVENT_DEFAULT));
   host_buf_ = DeviceBuffer(ctx, 64 * sizeof(double));
@@ -141,9 +139,10 @@ std::vector<double> ProcessGroup::all_reduce_host(const std::vector<double>& v, 
   DSKC_CU(cuMemcpyHtoDAsync(host_buf_.ptr(), v.data(), bytes, stream_));
   void* p = reinterpret_cast<void*>(host_buf_.ptr());
   DSKC_NCCL(ncclAllReduce(p, p, v.size(), ncclFloat64, ncclSum, comm_, stream_));
-  const double before = exposed_;
-  wait_all_reduces(what);  // bounded; only then the (blocking) copy back
-  exposed_ = before;       // a host reduction is not gradient traffic
+  // A bounded wait for the all-reduce (not timed: it is not gradient traffic); only then the
+  // blocking copy back.
+  DSKC_CU(cuEventRecord(comm_end_, stream_));
+  poll_event(comm_end_, comm_, timeout_, [&](const std::string& why) { fail(what, why); });
   DSKC_CU(cuMemcpyDtoHAsync(out.data(), host_buf_.ptr(), bytes, stream_));
   DSKC_CU(cuStreamSynchronize(stream_));
   return out;

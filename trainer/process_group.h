@@ -87,7 +87,7 @@ class ProcessGroup {
   Context* ctx_ = nullptr;
   ncclComm_t comm_ = nullptr;
   CUstream stream_ = nullptr;
-  CUevent compute_done_ = nullptr, comm_done_ = nullptr;
+  CUevent compute_done_ = nullptr;  // orders the group's stream after the compute stream
   CUevent compute_end_ = nullptr, comm_end_ = nullptr;  // timing events for the exposed time
   DeviceBuffer host_buf_;
   bool failed_ = false;
