@@ -48,12 +48,18 @@ for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; d
   build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench.log" | tail -42 | sort -k2 -g -r | head -14
   echo "-- same with DSKC_ATTENTION=unfused (v3 attention):"
   DSKC_ATTENTION=unfused build-gpu/dskc bench $f --iters 30 2>&1 | tee -a "$OUT/bench_unfused.log" | grep -E "^\|" | tail -1
+  echo "-- same with DSKC_ATTN_MASK=kernel (keep bits from attn_dropout_bits_fwd, read by attn_flash_fwd):"
+  DSKC_ATTN_MASK=kernel build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench_maskkernel.log" | tail -42 | grep -E "attn_|^\|" | tail -8
 done
 step "layer matrix"
 PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix.log"
+if [ -n "${MASK_AB:-}" ]; then
+  echo "-- layer matrix with DSKC_ATTN_MASK=kernel:"
+  DSKC_ATTN_MASK=kernel PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix_maskkernel.log"
+fi
 step "compare_torch"
 PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/compare_torch.log" | tail -8
 if [ "$MODE" = final ]; then
   step "data-parallel scaling"
-  GPUS="1 2" STEPS=${STEPS:-16} bash bench/dp_scaling.sh
+  GPUS="1 2" STEPS=${STEPS:-16} MODES=${MODES:-"overlap delay fp32"} bash bench/dp_scaling.sh
 fi

@@ -4,7 +4,9 @@
 // The job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT or Open MPI's variables) comes
 // from the environment (trainer/dist_env.h; launchers set it; default: one process).
 // Test hook: DSKC_TEST_FAULT="overflow|fail|hang:STEP[:RANK]" injects a gradient overflow, a
-// failure or a hang at that step (on that rank only when RANK is given).
+// failure or a hang at that step (on that rank only when RANK is given);
+// DSKC_TEST_ALLREDUCE=staged all-reduces every gradient through the fp32 -> dtype staging copy
+// (no in-place layer all-reduce), for the test that both give the same sums.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -62,6 +64,14 @@ void apply_fault_hook(TrainOptions& o) {
   } else {
     throw bad();
   }
+}
+
+void apply_allreduce_hook(TrainOptions& o) {
+  const char* v = std::getenv("DSKC_TEST_ALLREDUCE");
+  if (!v || !*v) return;
+  if (std::string(v) != "staged")
+    throw Error(ErrorKind::Usage, fmt::format("DSKC_TEST_ALLREDUCE='{}': expected \"staged\"", v));
+  o.allreduce_in_place = false;
 }
 
 }  // namespace
@@ -135,6 +145,7 @@ int cmd_train(const Args& args) {
     o.dist_timeout = std::chrono::milliseconds(static_cast<int64_t>(*dist_timeout * 1000));
   }
   apply_fault_hook(o);
+  apply_allreduce_hook(o);
 
   TrainResult r = train(o);
   std::printf("dskc train: done at step %lld%s%s\n", static_cast<long long>(r.final_step),

@@ -53,10 +53,15 @@ std::string emit_config_header(const LayerPlan& plan) {
     << fmt::format("constexpr bool kStochasticMode = {};\n", c.stochastic_mode)
     << fmt::format("constexpr bool kAttnDropoutOn = {};  // attn_dropout_ratio {}\n", attn_drop, c.attn_dropout_ratio)
     << fmt::format("constexpr bool kHiddenDropoutOn = {};  // hidden_dropout_ratio {}\n", hid_drop, c.hidden_dropout_ratio)
-    << fmt::format("constexpr bool kAttnDropoutBits = {};  // {}\n", plan.attn_dropout_bits,
-                   plan.attn_dropout_bits ? "attention keep mask saved as bits by attn_flash_fwd, read by attn_flash_bwd_*"
-                   : plan.fused_attention && attn_drop ? "attn_dropout_checkpoint: attn_flash_bwd_* regenerate the mask"
-                                                       : "no fused attention dropout");
+    << fmt::format("constexpr bool kAttnFwdStoresBits = {};  // {}\n", plan.attn_fwd_stores_bits(),
+                   !plan.attn_keep_bits        ? "no fused attention dropout"
+                   : plan.attn_mask_kernel     ? "DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes the keep bits"
+                   : plan.attn_keep_bits_saved ? "attn_flash_fwd saves its keep mask as bits for attn_flash_bwd_*"
+                                               : "attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the bits in backward")
+    << fmt::format("constexpr bool kAttnFwdLoadsBits = {};  // {}\n", plan.attn_mask_kernel,
+                   !plan.attn_keep_bits    ? "no fused attention dropout"
+                   : plan.attn_mask_kernel ? "DSKC_ATTN_MASK=kernel: attn_flash_fwd reads the bits attn_dropout_bits_fwd wrote"
+                                           : "DSKC_ATTN_MASK=inline: attn_flash_fwd draws the mask with Philox");
   if (attn_drop)
     o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^32\n",
                      thr(c.attn_dropout_ratio))
@@ -118,8 +123,9 @@ static int params_bytes(const std::string& type) {
       {"LayerNormFwdParams", 56},    {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 80},     {"ParamGradReduceParams", 32},
-      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 32},           {"GeluRecomputeParams", 24},
-      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 32},          {"AttnFlashBwdParams", 80}};
+      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
+      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 80},
+      {"AttnDropoutBitsParams", 32}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;

@@ -5,10 +5,18 @@
 //   from P and the RNG) or no attention dropout;
 //   fused attention (attn_flash_*): the row logsumexp attn_lse [B, heads, S] fp32 (backward
 //   recomputes P from Q, K and it), and with attention dropout the keep mask as bits,
-//   attn_dropout_bits [B, heads, S, ceil(S/32)] uint32, unless attn_dropout_checkpoint (backward
-//   then regenerates the mask with Philox: same kernels, a different specialization);
-//   g = GELU(h) unless gelu_checkpoint (recomputed from h);
-//   LayerNorm inputs and means unless normalize_invertible (x̂ rebuilt from the LN output).
+//   attn_dropout_bits [B, heads, S, ceil(S/32)] uint32, which the backward kernels read, unless
+//   attn_dropout_checkpoint: then the bits are a workspace tensor (shared by all layers) that the
+//   standalone kernel attn_dropout_bits_bwd rewrites from the Philox rule before they run.
+//   The forward draws the mask in attn_flash_fwd (storing the saved bits), or with
+//   DSKC_ATTN_MASK=kernel attn_dropout_bits_fwd writes the bits first and attn_flash_fwd reads them;
+//   stochastic_mode adds no saved tensor: its single-pass attention backward (attn_flash_bwd_dkdvdq
+//   in place of attn_flash_bwd_dkdv + attn_flash_bwd_dq) accumulates dQ in fp32 with atomics in the
+//   workspace tensors attn_dq_acc [B, S, H] and attn_dq_tickets [B, heads], shared by all layers;
+//   g = GELU(h) unless gelu_checkpoint (rebuilt from h by the GELU backward pass);
+//   LayerNorm inputs and means unless normalize_invertible (x̂ rebuilt from the LN output);
+//   Pre-LN's first LayerNorm (input owned by the caller): its output, unless normalize_invertible
+//   (backward re-runs it from the input and the kept mean/rstd: −[B, S, H] per layer).
 // Inputs and outputs of the layer belong to the caller, who keeps them until backward.
 #include "compiler/plan.h"
 
@@ -51,6 +59,7 @@ int64_t TensorInfo::bytes(int batch, int seq) const {
     case Extent::RowTiles: return static_cast<int64_t>(grad_parts(static_cast<int>(tokens))) * width * elem_bytes;
     case Extent::HeadRows: return tokens * width * elem_bytes;
     case Extent::HeadRowWords: return tokens * width * keep_words(seq) * elem_bytes;
+    case Extent::Heads: return static_cast<int64_t>(batch) * width * elem_bytes;
   }
   return 0;
 }
@@ -93,6 +102,18 @@ AttentionPath attention_path_from_env() {
   throw Error(ErrorKind::Config,
               fmt::format("DSKC_ATTENTION={}: expected \"unfused\" (batched GEMMs + softmax kernels) or "
                           "\"auto\"/\"fused\" (fused attention where the layer supports it)",
+                          s));
+}
+
+AttnMask attn_mask_from_env() {
+  const char* v = std::getenv("DSKC_ATTN_MASK");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "kernel") return AttnMask::Kernel;
+  if (s == "inline") return AttnMask::Inline;
+  throw Error(ErrorKind::Config,
+              fmt::format("DSKC_ATTN_MASK={}: expected \"kernel\" (the default: the attn_dropout_bits kernel writes "
+                          "the attention dropout keep bits before attn_flash_fwd, which reads them) or \"inline\" "
+                          "(attn_flash_fwd draws the mask with Philox itself)",
                           s));
 }
 
@@ -150,11 +171,20 @@ struct Builder {
   void flash(Pass pass, const std::string& name, const std::string& params, const std::string& inst,
              const std::string& block_expr, int block, const std::string& rows_expr, int rows_per_block,
              const std::string& fuses) {
-    const std::string op = name == "attn_flash_bwd_dkdv" || name == "attn_flash_bwd_dq" ? "attn_flash_bwd" : name;
+    const bool bwd = name == "attn_flash_bwd_dkdv" || name == "attn_flash_bwd_dq" || name == "attn_flash_bwd_dkdvdq";
+    const std::string op = bwd ? "attn_flash_bwd" : name;
     KernelInfo k{name, op, params, inst, fuses, block_expr, pass, GridKind::FlashTiles, block, 0, 1, 1};
     k.rows_per_block = rows_per_block;
     k.rows_check = rows_expr;
     plan.kernels.push_back(k);
+  }
+  // The standalone keep-bits kernel (templates/attn_dropout_bits.cuh), named after its pass: it
+  // runs in forward (DSKC_ATTN_MASK=kernel) and in backward (attn_dropout_checkpoint), and a layer
+  // with both needs two symbols. Same grid shape as the flash kernels.
+  void dropout_bits(Pass pass, const std::string& name, const std::string& fuses) {
+    flash(pass, name, "AttnDropoutBitsParams", "attn_dropout_bits_impl", "AttnDropoutBitsTile::kThreads",
+          kAttnDropoutBitsThreads, "AttnDropoutBitsTile::kRows", kAttnDropoutBitsRows, fuses);
+    plan.kernels.back().op = "attn_dropout_bits";
   }
   void head_rows(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
     v.push_back({name, "[B, heads, S] fp32", Extent::HeadRows, c.heads, 4, why});
@@ -181,12 +211,18 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       opt.attention == AttentionPath::FromEnvironment ? attention_path_from_env() : opt.attention;
   const bool fused = path != AttentionPath::Unfused && fused_attention_supported(c);
   plan.fused_attention = fused;
+  // Read (and validated) whatever the layer, like DSKC_ATTENTION; it matters only with bits below.
+  const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
   Builder b{c, plan};
   const bool pre = c.pre_layer_norm;
   const bool train = c.training;
   const bool attn_drop = train && c.attn_dropout_ratio > 0;
-  const bool bits = fused && attn_drop && !c.attn_dropout_checkpoint;
-  plan.attn_dropout_bits = bits;
+  // Fused attention dropout: the backward reads keep bits, saved unless attn_dropout_checkpoint.
+  const bool bits = fused && attn_drop;
+  const bool bits_saved = bits && !c.attn_dropout_checkpoint;
+  plan.attn_keep_bits = bits;
+  plan.attn_keep_bits_saved = bits_saved;
+  plan.attn_mask_kernel = bits && mask_src == AttnMask::Kernel;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
@@ -194,15 +230,24 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   // ---- forward kernels, in launch order ----
   if (pre)
     b.rows(Pass::Forward, "layernorm_fwd_norm", "layernorm_fwd", "LayerNormFwdParams",
-           "layernorm_fwd_impl<kHidden>", H, "LayerNorm(norm_w, norm_b) of the layer input");
+           "layernorm_fwd_impl<kHidden>", H,
+           std::string("LayerNorm(norm_w, norm_b) of the layer input") +
+               (train && c.normalize_invertible
+                    ? "; re-run in backward for the attn_qkvw gradient (normalize_invertible keeps only mean/rstd)"
+                    : ""));
   const int fb = 32 * flash_bwd_warps(c.head_dim());  // fused backward block (2 or 4 warps)
+  if (plan.attn_mask_kernel)
+    b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
+                   std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel)") +
+                       (bits_saved ? ", kept for backward" : ""));
   if (fused)
     b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
-            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnDropoutBits>", "FlashFwdTile::kThreads", 128,
-            "FlashFwdTile::kRows", 64,
-            std::string("fused attention: Q·Kᵀ/√d + mask, online softmax") + (attn_drop ? ", attention dropout" : "") +
+            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits>", "FlashFwdTile::kThreads",
+            128, "FlashFwdTile::kRows", 64,
+            std::string("fused attention: Q·Kᵀ/√d + mask, online softmax") +
+                (!attn_drop ? "" : plan.attn_mask_kernel ? ", attention dropout (mask from the keep bits)" : ", attention dropout") +
                 ", ·V into the context" + (train ? " + row logsumexp (P is not stored)" : "") +
-                (bits ? " + dropout keep bits" : ""));
+                (plan.attn_fwd_stores_bits() ? " + dropout keep bits" : ""));
   else
     b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
            "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",
@@ -247,33 +292,54 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
               "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>", H, "kHidden",
               "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
     dropout_bwd("dropout_bias_grad_ffn_out", "dskc_rng::kStreamFfnOutput", "output_b");
-    if (c.gelu_checkpoint)
-      b.elementwise(Pass::Backward, "gelu_recompute", "gelu_recompute", "GeluRecomputeParams",
-                    "gelu_recompute_impl<kInter>", I, "GELU(h) recomputed for the output_w gradient");
+    // gelu_checkpoint: the same pass also rebuilds GELU(h) for the output_w gradient, which then
+    // runs after it (runtime/transformer_layer.cpp).
+    const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
     b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
-            "bias_gelu_bwd_impl<kInter, " + partials + ">", I, "kInter",
-            epi ? "GELU backward (inter_b gradient in the wgrad GEMM epilogue)"
-                : "GELU backward + inter_b bias-gradient partials");
+            "bias_gelu_bwd_impl<kInter, " + partials + (c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
+            (epi ? "GELU backward (inter_b gradient in the wgrad GEMM epilogue)"
+                 : "GELU backward + inter_b bias-gradient partials") + regelu);
     b.tiles(Pass::Backward, "layernorm_bwd_attn", "layernorm_bwd", "LayerNormBwdParams",
             "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn + ">", H, "kHidden",
             std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
                 (pre ? "added after" : "added before") + " + gamma/beta partials");
     dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (fused) {
-      // attn_dropout_checkpoint needs no kernel here: it only switches the backward from reading the
-      // saved keep bits to regenerating the mask with Philox.
+      // stochastic_mode: one pass, dQ by atomics (plan.h, attn_dq_atomic); else deterministic.
+      const bool dq_atomic = c.stochastic_mode;
+      plan.attn_dq_atomic = dq_atomic;
+      // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
+      // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
-                             (bits ? ", dropout mask from the saved bits" : attn_drop ? ", dropout mask regenerated" : "") +
-                             "; no atomics";
-      b.flash(Pass::Backward, "attn_flash_bwd_dot", "AttnFlashDotParams", "attn_flash_bwd_dot_impl<T>",
+                             (bits_saved ? ", dropout mask from the saved bits"
+                              : bits     ? ", dropout mask from the bits attn_dropout_bits_bwd rewrote"
+                                         : "") +
+                             (dq_atomic ? "" : "; no atomics");
+      b.flash(Pass::Backward, "attn_flash_bwd_dot", "AttnFlashDotParams",
+              dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>" : "attn_flash_bwd_dot_impl<T>",
               "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
-              "D = rowsum(dO ⊙ O) per attention row for the fused backward");
-      b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams", "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kAttnDropoutBits>",
-              "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
-              "fused attention backward: dK, dV per key tile (" + re + ")");
-      b.flash(Pass::Backward, "attn_flash_bwd_dq", "AttnFlashBwdParams", "attn_flash_bwd_dq_impl<T, kAttnDropoutOn, kAttnDropoutBits>",
-              "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
-              "fused attention backward: dQ per query tile (" + re + ")");
+              std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
+                  (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : ""));
+      if (bits && !bits_saved)
+        b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
+                       std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
+                           (dq_atomic ? "attn_flash_bwd_dkdvdq" : "attn_flash_bwd_dkdv / _dq") +
+                           " (attn_dropout_checkpoint: not kept)");
+      if (dq_atomic) {
+        b.flash(Pass::Backward, "attn_flash_bwd_dkdvdq", "AttnFlashBwdParams",
+                "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqAtomic>", "FlashBwdTile::kThreads", fb,
+                "FlashBwdTile::kRows", fb / 2,
+                "fused attention backward in one pass (stochastic_mode): dK, dV per key tile + the tile's dQ share "
+                "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
+                "writes dQ into grad_qkv (" + re + ")");
+      } else {
+        b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams",
+                "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>", "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
+                "fused attention backward: dK, dV per key tile (" + re + ")");
+        b.flash(Pass::Backward, "attn_flash_bwd_dq", "AttnFlashBwdParams", "attn_flash_bwd_dq_impl<T, kAttnDropoutOn>",
+                "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
+                "fused attention backward: dQ per query tile (" + re + ")");
+      }
     } else {
       if (c.attn_dropout_checkpoint && attn_drop)
         b.attn(Pass::Backward, "attn_dropout_recompute", "attn_dropout_recompute", "AttnDropoutRecomputeParams",
@@ -285,9 +351,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (!epi)
       b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
               "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
-    if (pre)
+    if (pre)  // x̂ from the caller's layer input and the kept mean/rstd, with or without the flag
       b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
-              "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnAddToDx>", H, "kHidden",
+              "layernorm_bwd_impl<kHidden, false, kLnAddToDx>", H, "kHidden",
               "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
     if (!epi) b.reduce("param_grad_reduce_hidden", H, "kHidden", 1, "sums bias-gradient partials of width H");
     b.reduce("param_grad_reduce_layernorm", H, "kHidden", 2, "sums LayerNorm gamma/beta gradient partials");
@@ -301,17 +367,20 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   if (train) {
     auto& s = plan.saved;
     if (pre) {
-      b.tokens(s, "ln_norm_out", "[B, S, H]", H, "input of the QKV GEMM (attn_qkvw gradient)");
-      if (!inv) b.stats(s, "ln_norm_mean", "norm LayerNorm backward (x̂ from the layer input)");
+      if (!inv)
+        b.tokens(s, "ln_norm_out", "[B, S, H]", H,
+                 "input of the QKV GEMM (attn_qkvw gradient; normalize_invertible recomputes it)");
+      b.stats(s, "ln_norm_mean",
+              inv ? "norm LayerNorm backward and its re-run from the layer input" : "norm LayerNorm backward (x̂ from the layer input)");
       b.stats(s, "ln_norm_rstd", "norm LayerNorm backward");
     }
     b.tokens(s, "qkv", "[B, S, 3H]", 3 * H, "Q, K, V for the attention backward");
     if (fused) {
       b.head_rows(s, "attn_lse", "row logsumexp of the attention scores: backward recomputes P from Q, K and it");
-      if (bits)
+      if (bits_saved)
         b.head_row_words(s, "attn_dropout_bits",
                          "attention dropout keep mask, 1 bit per score (W = ceil(S/32) uint32 per row); "
-                         "attn_dropout_checkpoint regenerates it instead");
+                         "attn_dropout_checkpoint rewrites it in backward instead");
     } else {
       b.scores(s, "attn_probs", "softmax output P for the softmax backward");
       if (attn_drop && !c.attn_dropout_checkpoint)
@@ -354,6 +423,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (!pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "scratch");
   } else {
     if (!fused && attn_drop && c.attn_dropout_checkpoint) b.scores(w, "attn_probs_dropped", "recomputed dropout(P)");
+    if (bits && !bits_saved)
+      b.head_row_words(w, "attn_dropout_bits",
+                       std::string("attention dropout keep mask (attn_dropout_checkpoint: not kept; rewritten by "
+                                   "attn_dropout_bits_bwd for the backward") +
+                           (plan.attn_mask_kernel ? ", by attn_dropout_bits_fwd for attn_flash_fwd)" : ")"));
+    if (inv && pre)
+      b.tokens(w, "ln_norm_out", "[B, S, H]", H, "LN(layer input) for the QKV GEMM; backward recomputes it (not kept)");
     if (inv) b.tokens(w, "attn_residual", "[B, S, H]", H, "residual sum (not kept with normalize_invertible)");
     if (inv) b.stats(w, "ln_scratch_mean", "LayerNorm means (not kept with normalize_invertible)");
     if (inv && !pre) b.tokens(w, "ffn_residual", "[B, S, H]", H, "residual sum (not kept)");
@@ -366,6 +442,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.head_rows(w, "attn_row_dot", "D = rowsum(dO ⊙ O) of the fused attention backward");
     else
       b.scores(w, "grad_scores", "gradient of the attention scores");
+    if (plan.attn_dq_atomic) {
+      w.push_back({"attn_dq_acc", "[B, S, H] fp32", Extent::Tokens, H, 4,
+                   "dQ·√d accumulated with atomics by attn_flash_bwd_dkdvdq (stochastic_mode)"});
+      w.push_back({"attn_dq_tickets", "[B, heads] u32", Extent::Heads, c.heads, 4,
+                   "key tiles of each head done with attn_dq_acc (the last one writes dQ)"});
+    }
     // Row-tile partial sums: LayerNorm gamma+beta (2H) always; bias gradients (3H, I) in fp32.
     const int64_t part_width = epi ? 2 * H : std::max({int64_t{2} * H, int64_t{3} * H, int64_t{I}});
     w.push_back({"grad_param_partials", epi ? "[ceil(B·S/8), 2H] fp32" : "[ceil(B·S/8), max(3H, I)] fp32",

@@ -43,8 +43,9 @@ struct KernelInfo {
 
 // Tokens: B·S·width elements; Scores: B·S·heads·padded S; RowStats: B·S; RowTiles: partial-sum
 // rows × width; HeadRows: B·heads·S (width = heads), e.g. the fused attention's row logsumexp;
-// HeadRowWords: B·heads·S·ceil(S/32) (width = heads), the fused attention's dropout keep bits.
-enum class Extent { Tokens, Scores, RowStats, RowTiles, HeadRows, HeadRowWords };
+// HeadRowWords: B·heads·S·ceil(S/32) (width = heads), the fused attention's dropout keep bits;
+// Heads: B·heads (width = heads), e.g. the single-pass attention backward's per-head tickets.
+enum class Extent { Tokens, Scores, RowStats, RowTiles, HeadRows, HeadRowWords, Heads };
 
 struct TensorInfo {
   std::string name;    // e.g. "qkv"
@@ -73,10 +74,25 @@ struct LayerPlan {
   // Attention runs as the fused kernels attn_flash_* (no P / dropout(P) kept; the row logsumexp
   // attn_lse instead) rather than batched GEMMs + attn_softmax_dropout_*.
   bool fused_attention = false;
-  // Fused attention with attention dropout in training and without attn_dropout_checkpoint: the
-  // forward saves the keep mask as bits (attn_dropout_bits) and the backward kernels read them;
-  // otherwise the backward regenerates the mask with Philox (kAttnDropoutBits in the config header).
-  bool attn_dropout_bits = false;
+  // Fused attention with attention dropout in training (all three false otherwise): the backward
+  // kernels read the keep mask as bits, attn_dropout_bits [B, heads, S, ceil(S/32)] uint32 —
+  // a saved tensor (attn_keep_bits_saved: no attn_dropout_checkpoint), or under
+  // attn_dropout_checkpoint a workspace tensor that attn_dropout_bits_bwd rewrites just before them.
+  // The forward draws the mask with Philox inside attn_flash_fwd (and stores the saved bits), or
+  // with attn_mask_kernel (DSKC_ATTN_MASK=kernel) reads the bits attn_dropout_bits_fwd writes
+  // right before it. kAttnFwdStoresBits / kAttnFwdLoadsBits in the config header.
+  bool attn_keep_bits = false;
+  bool attn_keep_bits_saved = false;
+  bool attn_mask_kernel = false;
+  bool attn_fwd_stores_bits() const { return attn_keep_bits_saved && !attn_mask_kernel; }
+  // stochastic_mode with fused attention in training: single-pass attention backward. Instead of
+  // attn_flash_bwd_dkdv + attn_flash_bwd_dq (which recomputes P and dS per query tile),
+  // attn_flash_bwd_dkdvdq computes dK, dV per key tile and adds the tile's dQ share with atomics
+  // into the fp32 workspace tensor attn_dq_acc [B, S, H], which attn_flash_bwd_dot zeroes first
+  // (with the per-head tickets attn_dq_tickets [B, heads]); the last key tile of each head writes
+  // its dQ into grad_qkv. The order of the atomic additions varies, so dQ is not bitwise
+  // reproducible run to run (dK, dV and everything before are).
+  bool attn_dq_atomic = false;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -87,8 +103,16 @@ enum class AttentionPath {
   FusedWhereSupported,  // fused whenever the layer supports it
   Unfused,              // batched GEMMs + softmax kernels (for comparison and debugging)
 };
+// Where the fused attention forward takes its dropout keep mask from (only matters for fused
+// attention with attention dropout in training). The flags are the same either way.
+enum class AttnMask {
+  FromEnvironment,  // DSKC_ATTN_MASK: unset, "" or "kernel" -> Kernel; "inline" -> Inline
+  Inline,           // attn_flash_fwd draws it with Philox per tile (and stores the saved bits)
+  Kernel,           // attn_dropout_bits_fwd writes the bits just before attn_flash_fwd, which reads them
+};
 struct PlanOptions {
   AttentionPath attention = AttentionPath::FromEnvironment;
+  AttnMask attn_mask = AttnMask::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -96,6 +120,9 @@ bool fused_attention_supported(const LayerConfig& cfg);
 // Reads DSKC_ATTENTION (unset, "", "auto", "fused" -> FusedWhereSupported; "unfused" -> Unfused);
 // any other value is an Error(Config) naming the variable.
 AttentionPath attention_path_from_env();
+// Reads DSKC_ATTN_MASK (unset, "", "kernel" -> Kernel; "inline" -> Inline); any other value is an
+// Error(Config) naming the variable.
+AttnMask attn_mask_from_env();
 
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).
 constexpr int kSeqPadElems = 8;
@@ -111,6 +138,9 @@ int row_threads(int vecs);
 int attn_rows_per_block(DType t, int max_seq);  // mirrors templates/common/attn_rows.cuh
 // Mirrors templates/common/flash.cuh: warps of the fused attention backward kernels.
 inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
+// Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
+constexpr int kAttnDropoutBitsThreads = 256;
+constexpr int kAttnDropoutBitsRows = 64;
 
 std::string config_hash(const LayerConfig& cfg);
 

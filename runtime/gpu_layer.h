@@ -30,6 +30,10 @@ class GpuLayer {
   virtual void set_params(const std::map<std::string, std::vector<float>>& host) = 0;  // converts to dtype
   virtual std::map<std::string, std::vector<float>> get_params() const = 0;
   virtual std::map<std::string, std::vector<float>> get_grads() const = 0;
+  // Every parameter gradient in one contiguous buffer (dtype; the gaps between tensors stay
+  // zero): the data-parallel backend all-reduces it in place. 0 bytes without training.
+  virtual CUdeviceptr grads_base() const = 0;
+  virtual size_t grads_bytes() const = 0;
 
   // input, output: [batch, seq, H]; mask: [batch, seq] additive (0 = none). step keys dropout.
   virtual void forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq,

@@ -68,41 +68,47 @@ struct DropoutBiasGrad {
   DropoutArgs rng;
 };
 struct BiasGeluBwd {
-  Ptr dg, h;
+  Ptr dg, h, g;
   float* part;
   int rows;
 };
-struct GeluRecompute {
-  Ptr h, g;
-  int rows;
-};
 
-// Fused attention (templates/attn_flash_fwd.cuh, attn_flash_bwd_dot.cuh, attn_flash_bwd.cuh).
+// Fused attention (templates/attn_flash_fwd.cuh, attn_flash_bwd_dot.cuh, attn_flash_bwd.cuh,
+// attn_dropout_bits.cuh).
 struct AttnFlashFwd {
   Ptr qkv, mask, ctx;
   float* lse;      // nullptr in inference
-  uint32_t* bits;  // attn_dropout_bits (kAttnDropoutBits); else nullptr
+  uint32_t* bits;  // attn_dropout_bits, written (kAttnFwdStoresBits) or read (kAttnFwdLoadsBits); else nullptr
   int batch, seq;
   DropoutArgs rng;
 };
 struct AttnFlashDot {
   Ptr ctx, dctx;
   float* dot;
+  float* dq_acc;         // attn_dq_acc, zeroed (stochastic_mode: kDqAtomic); else nullptr
+  uint32_t* dq_tickets;  // attn_dq_tickets, zeroed (stochastic_mode); else nullptr
   int batch, seq;
 };
 struct AttnFlashBwd {
   Ptr qkv, mask, dctx;
   const float *lse, *dot;
-  const uint32_t* bits;  // attn_dropout_bits (kAttnDropoutBits); else nullptr
+  const uint32_t* bits;  // attn_dropout_bits (with attention dropout); else nullptr
   Ptr dqkv;
+  float* dq_acc;         // attn_dq_acc (attn_flash_bwd_dkdvdq, stochastic_mode); else nullptr
+  uint32_t* dq_tickets;  // attn_dq_tickets (attn_flash_bwd_dkdvdq); else nullptr
+  int batch, seq;
+};
+struct AttnDropoutBits {
+  uint32_t* bits;
   int batch, seq;
   DropoutArgs rng;
 };
 
 static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);
-static_assert(sizeof(AttnFlashDot) == 32);
+static_assert(sizeof(AttnFlashDot) == 48);
 static_assert(sizeof(AttnFlashBwd) == 80);
+static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);
 static_assert(sizeof(BiasDropoutResidual) == 56);
@@ -112,7 +118,6 @@ static_assert(sizeof(AttnSoftmaxBwd) == 48);
 static_assert(sizeof(LayerNormBwd) == 80);
 static_assert(sizeof(ParamGradReduce) == 32);
 static_assert(sizeof(DropoutBiasGrad) == 48);
-static_assert(sizeof(BiasGeluBwd) == 32);
-static_assert(sizeof(GeluRecompute) == 24);
+static_assert(sizeof(BiasGeluBwd) == 40);
 
 }  // namespace dskc::kp

@@ -37,6 +37,8 @@ class PlainTransformerLayer : public GpuLayer {
 
   CUdeviceptr param(const std::string& name) const override;
   CUdeviceptr grad(const std::string& name) const override;
+  CUdeviceptr grads_base() const override { return grads_.ptr(); }
+  size_t grads_bytes() const override { return grads_.bytes(); }
   void set_params(const std::map<std::string, std::vector<float>>& host) override;
   std::map<std::string, std::vector<float>> get_params() const override;
   std::map<std::string, std::vector<float>> get_grads() const override;

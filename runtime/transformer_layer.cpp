@@ -48,7 +48,7 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   from_cache_ = br.module.from_cache;
   build_ms_ = br.module.compile_ms;
   module_ = std::make_unique<LoadedModule>(ctx_, br.module.image);
-  gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode);
+  gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
   const size_t eb = dtype_bytes(cfg.dtype());
   size_t off = 0;
   for (const auto& p : layer_param_specs(cfg)) {
@@ -269,8 +269,9 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   CUdeviceptr h1 = input;
   if (pre) {
     h1 = t("ln_norm_out");
-    kp::LayerNormFwd p{P(input), P(param("norm_w")), P(param("norm_b")), P(h1), mean_buf("ln_norm_mean"),
-                       rstd_buf("ln_norm_rstd"), rows};
+    // Pre-LN keeps this LayerNorm's mean in training (backward uses x̂ from the input).
+    kp::LayerNormFwd p{P(input), P(param("norm_w")), P(param("norm_b")), P(h1),
+                       F(train ? t("ln_norm_mean") : t("ln_scratch_mean")), rstd_buf("ln_norm_rstd"), rows};
     run_kernel("layernorm_fwd_norm", &p, rows);
   }
   // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
@@ -282,9 +283,15 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   if (plan_.fused_attention) {
     // ctx = dropout(softmax(Q·Kᵀ/√d + mask))·V in one kernel; training keeps the row logsumexp and,
-    // unless attn_dropout_checkpoint, the dropout keep bits.
+    // unless attn_dropout_checkpoint, the dropout keep bits: stored by attn_flash_fwd, or with
+    // DSKC_ATTN_MASK=kernel written first by attn_dropout_bits_fwd and read by attn_flash_fwd.
+    if (plan_.attn_mask_kernel) {
+      kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch, seq, rng};
+      run_kernel("attn_dropout_bits_fwd", &pk, rows);
+    }
+    const bool fwd_bits = plan_.attn_fwd_stores_bits() || plan_.attn_mask_kernel;
     kp::AttnFlashFwd p{P(t("qkv")), P(mask_), P(t("attn_context")), train ? F(t("attn_lse")) : nullptr,
-                       plan_.attn_dropout_bits ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng};
+                       fwd_bits ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng};
     run_kernel("attn_flash_fwd", &p, rows);
   } else {
     // scores[b,h] = Q·Kᵀ / sqrt(d)                                          [S, S8] per head
@@ -344,10 +351,12 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   const CUdeviceptr arr = ptr_arrays_.ptr();
   auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  // x̂ from the LayerNorm output y (normalize_invertible: no input, no mean) or from x and mean.
   auto ln_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr residual, CUdeviceptr x, CUdeviceptr y,
-                    const char* gamma, const char* beta, const char* mean, const char* rstd, CUdeviceptr dx) {
-    kp::LayerNormBwd p{P(dy), P(residual), P(inv ? y : x), P(param(gamma)), P(param(beta)),
-                       inv ? nullptr : F(t(mean)), F(t(rstd)), P(dx), F(part), rows};
+                    const char* gamma, const char* beta, const char* mean, const char* rstd, CUdeviceptr dx,
+                    bool from_output) {
+    kp::LayerNormBwd p{P(dy), P(residual), P(from_output ? y : x), P(param(gamma)), P(param(beta)),
+                       from_output ? nullptr : F(t(mean)), F(t(rstd)), P(dx), F(part), rows};
     run_kernel(kernel, &p, rows);
     reduce("param_grad_reduce_layernorm", part, parts, grad(gamma), grad(beta));
   };
@@ -368,22 +377,24 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   if (!pre) {
     // Post-LN: out = LN_norm(s2): d_s2 -> ga.
     ln_bwd("layernorm_bwd_norm", grad_output, 0, t("ffn_residual"), output_, "norm_w", "norm_b", "ln_norm_mean",
-           "ln_norm_rstd", ga);
+           "ln_norm_rstd", ga, inv);
     d_out = ga;
   }
   const CUdeviceptr d_o = dropout_bwd("dropout_bias_grad_ffn_out", d_out, gb, "output_b");  // d(gelu·Wᵀ + b)
-  if (c.gelu_checkpoint) {
-    kp::GeluRecompute p{P(t("ffn_pre_gelu")), P(t("ffn_gelu_out")), rows};
-    run_kernel("gelu_recompute", &p, rows);
-  }
-  gemm("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"), 1.f, 0.f, 0,
-       epi_bias("output_b"));
+  // gelu_checkpoint: GELU(h) comes back from the GELU backward pass, so the output_w gradient
+  // runs after it.
+  auto output_wgrad = [&] {
+    gemm("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"), 1.f, 0.f,
+         0, epi_bias("output_b"));
+  };
+  if (!c.gelu_checkpoint) output_wgrad();
   gemm("gemm_output_dgrad", {false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
   {
-    kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), F(part), rows};
+    kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(c.gelu_checkpoint ? t("ffn_gelu_out") : 0), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
     if (!epi) reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
   }
+  if (c.gelu_checkpoint) output_wgrad();
   gemm("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"), 1.f, 0.f, 0,
        epi_bias("inter_b"));
   // ---- attention LayerNorm ----
@@ -392,13 +403,13 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), gb);
     // d_a = LN_attn_bwd(gb) + grad_output (residual) -> ga
     ln_bwd("layernorm_bwd_attn", gb, grad_output, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb",
-           "ln_attn_mean", "ln_attn_rstd", ga);
+           "ln_attn_mean", "ln_attn_rstd", ga, inv);
     d_s1 = ga;
   } else {
     gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
     // d_s1 = LN_attn_bwd(lin + d_s2) -> gb
     ln_bwd("layernorm_bwd_attn", lin, ga, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb", "ln_attn_mean",
-           "ln_attn_rstd", gb);
+           "ln_attn_rstd", gb, inv);
     d_s1 = gb;
   }
   const CUdeviceptr spare = d_s1 == ga ? gb : ga;
@@ -408,14 +419,30 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
   // ---- attention ----
   if (plan_.fused_attention) {
-    // D = rowsum(dO ⊙ O); then dK, dV (per key tile) and dQ (per query tile) straight into grad_qkv.
-    kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), batch_, seq};
+    // D = rowsum(dO ⊙ O); then dK, dV (per key tile) and dQ (per query tile) straight into grad_qkv,
+    // or in stochastic_mode (plan attn_dq_atomic) one pass: the dot kernel also zeroes the fp32 dQ
+    // accumulator and tickets, attn_flash_bwd_dkdvdq adds each key tile's dQ share into it with
+    // atomics, and the last key tile of each head writes that head's dQ into grad_qkv.
+    const bool dq_atomic = plan_.attn_dq_atomic;
+    float* dq_acc = dq_atomic ? F(t("attn_dq_acc")) : nullptr;
+    uint32_t* dq_tickets = dq_atomic ? U32(t("attn_dq_tickets")) : nullptr;
+    kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), dq_acc, dq_tickets, batch_, seq};
     run_kernel("attn_flash_bwd_dot", &pd, rows);
-    // The dropout mask comes from attn_dropout_bits, or is regenerated (attn_dropout_checkpoint).
+    // The dropout mask comes from attn_dropout_bits: saved by the forward, or (attn_dropout_checkpoint)
+    // rewritten into the workspace now.
+    if (plan_.attn_keep_bits && !plan_.attn_keep_bits_saved) {
+      kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch_, seq, rng};
+      run_kernel("attn_dropout_bits_bwd", &pk, rows);
+    }
     kp::AttnFlashBwd pb{P(t("qkv")), P(mask_), P(lin), F(t("attn_lse")), F(t("attn_row_dot")),
-                        plan_.attn_dropout_bits ? U32(t("attn_dropout_bits")) : nullptr, P(gq), batch_, seq, rng};
-    run_kernel("attn_flash_bwd_dkdv", &pb, rows);
-    run_kernel("attn_flash_bwd_dq", &pb, rows);
+                        plan_.attn_keep_bits ? U32(t("attn_dropout_bits")) : nullptr, P(gq), dq_acc, dq_tickets,
+                        batch_, seq};
+    if (dq_atomic) {
+      run_kernel("attn_flash_bwd_dkdvdq", &pb, rows);
+    } else {
+      run_kernel("attn_flash_bwd_dkdv", &pb, rows);
+      run_kernel("attn_flash_bwd_dq", &pb, rows);
+    }
   } else {
     if (c.attn_dropout_checkpoint && attn_drop) {
       kp::AttnDropoutRecompute p{P(t("attn_probs")), P(t("attn_probs_dropped")), batch_, seq, sp, rng};
@@ -441,12 +468,18 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     reduce("param_grad_reduce_qkv", part, parts, grad("attn_qkvb"), 0);
   }
   const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
+  if (pre && inv) {
+    // normalize_invertible kept only the statistics: LN(input) again (same kernel, same bits).
+    kp::LayerNormFwd p{P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
+                       F(t("ln_norm_rstd")), rows};
+    run_kernel("layernorm_fwd_norm", &p, rows);
+  }
   gemm("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"), 1.f, 0.f, 0,
        epi_bias("attn_qkvb"));
   if (pre) {
     gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
-    ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, t("ln_norm_out"), "norm_w", "norm_b", "ln_norm_mean",
-           "ln_norm_rstd", grad_input);
+    ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, 0, "norm_w", "norm_b", "ln_norm_mean", "ln_norm_rstd",
+           grad_input, false);
   } else {
     DSKC_CU(cuMemcpyDtoDAsync(grad_input, d_s1, static_cast<size_t>(rows) * H * dtype_bytes(c.dtype()), ctx_.stream()));
     gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), grad_input, 1.f, 1.f);

@@ -39,6 +39,10 @@ struct LayerOptions {
   // Fused attention where the layer supports it, or the unfused path (batched GEMMs + softmax
   // kernels); FromEnvironment honours DSKC_ATTENTION=unfused (compiler/plan.h).
   AttentionPath attention = AttentionPath::FromEnvironment;
+  // stochastic_mode autotunes the GEMM algorithms (runtime/gemm.h) besides its single-pass attention
+  // backward; false keeps the default algorithms, so tests can compare the attention backward of
+  // both modes bitwise on identical GEMM results. No effect without stochastic_mode.
+  bool gemm_autotune = true;
 };
 
 class TransformerLayer : public GpuLayer {
@@ -55,7 +59,8 @@ class TransformerLayer : public GpuLayer {
   CUdeviceptr param(const std::string& name) const override;
   CUdeviceptr grad(const std::string& name) const override;
   CUdeviceptr params_base() const { return params_.ptr(); }
-  CUdeviceptr grads_base() const { return grads_.ptr(); }
+  CUdeviceptr grads_base() const override { return grads_.ptr(); }
+  size_t grads_bytes() const override { return grads_.bytes(); }
   size_t params_bytes() const { return params_.bytes(); }
   void set_params(const std::map<std::string, std::vector<float>>& host) override;  // converts to dtype
   std::map<std::string, std::vector<float>> get_params() const override;

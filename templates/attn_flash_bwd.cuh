@@ -1,14 +1,22 @@
 // attn_flash_bwd_dkdv / attn_flash_bwd_dq: fused attention backward without atomics (every output
 // element is written by exactly one thread, in a fixed summation order, so reruns are bitwise
 // identical). Both recompute P = exp(S/… + mask − L) from Q, K and the forward's logsumexp L,
-// take the dropout mask Z either from the bits the forward saved (kBits: attn_dropout_bits, one
-// 32-bit load per 32 flags) or, with attn_dropout_checkpoint, by regenerating it with Philox (same
-// index as forward), and use D = rowsum(dO ⊙ O) (attn_flash_bwd_dot):
+// take the dropout mask Z from the keep bits attn_dropout_bits (one 32-bit load per 32 flags; no
+// Philox here): saved by the forward, or with attn_dropout_checkpoint rewritten into the workspace
+// by the standalone attn_dropout_bits kernel just before these kernels (the same words either way),
+// and use D = rowsum(dO ⊙ O) (attn_flash_bwd_dot):
 //   dP_drop = dO·Vᵀ,  dP = dP_drop ⊙ Z/(1−p),  dS = P ⊙ (dP − D)   (gradient of the masked,
 //   scaled scores), dV = (P ⊙ Z)ᵀ·dO / (1−p),  dK = dSᵀ·Q /√d,  dQ = dS·K /√d.
 // attn_flash_bwd_dkdv: a block owns 16·kWarps keys of one (batch, head) and loops over query
 // tiles, computing the transposed scores Sᵀ = K·Qᵀ so that dK and dV accumulate in registers.
 // attn_flash_bwd_dq: a block owns 16·kWarps queries and loops over key tiles.
+// stochastic_mode's attn_flash_bwd_dkdvdq (FlashDq kDqAtomic): attn_flash_bwd_dkdv's body, which per
+// query tile also stores dSᵀ (rounded to E, as attn_flash_bwd_dq rounds dS) in shared memory and
+// adds the tile's dQ share dS·K over the block's keys, fp32, into the accumulator dq_acc [B·S, H]
+// (zeroed by attn_flash_bwd_dot) with vector reductions: one kernel computes P and dS once instead
+// of twice. The order in which the key tiles' shares meet in dq_acc varies run to run (dK and dV
+// are still bitwise those of attn_flash_bwd_dkdv). The last key tile of a head to finish (a ticket
+// per head, also zeroed by attn_flash_bwd_dot) writes the head's dQ = acc/√d into grad_qkv.
 // Results go straight into grad_qkv [B·S, 3H] (dQ columns [0,H), dK [H,2H), dV [2H,3H), head h
 // at [h·d, (h+1)·d) of each), overwriting (as the unfused GEMMs with beta = 0 do).
 // Out-of-range rows of partial tiles: K/V/Q/dO rows >= S are zero-filled in shared memory, keys
@@ -16,7 +24,6 @@
 // read from or written to global memory.
 #pragma once
 #include "dskc_config.cuh"
-#include "common/dropout.cuh"
 #include "common/flash.cuh"
 
 namespace dskc {
@@ -27,18 +34,37 @@ struct AttnFlashBwdParams {
   const T* dctx;     // [B*S, H] dO
   const float* lse;  // [B*heads*S] forward logsumexp L
   const float* dot;  // [B*heads*S] D = rowsum(dO ⊙ O)
-  const uint32_t* bits;  // [B*heads, S, ceil(S/32)] forward's dropout keep bits (kBits only; else unused)
+  const uint32_t* bits;  // [B*heads, S, ceil(S/32)] dropout keep bits (kDropout only; else unused)
   T* dqkv;           // [B*S, 3H] out: dQ | dK | dV
+  float* dq_acc;         // [B*S, H] fp32 dQ·√d accumulator, zeroed by attn_flash_bwd_dot (kDqAtomic only)
+  uint32_t* dq_tickets;  // [B*heads] key tiles done per head, zeroed by attn_flash_bwd_dot (kDqAtomic only)
   int batch;
   int seq;
-  DropoutArgs rng;
 };
 
-template <typename E, bool kDropout, bool kBits>
+// attn_flash_bwd_dkdvdq's last step, run by the last key tile of head (b, h) to finish: the head's
+// dQ = acc/√d from the fp32 accumulator (read from L2: __ldcg) into grad_qkv, 4 columns per step.
+// Out of line on purpose: inlined, ptxas (NVRTC 13.0, sm_90, fp16, d = 64) gave the whole kernel 243
+// registers instead of 165, i.e. 2 resident blocks per SM instead of 3.
+template <typename E>
+__device__ __noinline__ void attn_flash_bwd_dq_write(const float* acc, E* dqkv, int seq, int b, int h) {
+  constexpr int kQuads = kHeadDim / 4;  // 16-byte loads, 8-byte stores
+  const size_t ld = 3 * static_cast<size_t>(kHidden);
+  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+  const float* src = acc + static_cast<size_t>(b) * seq * kHidden + h * kHeadDim;
+  E* dst = dqkv + static_cast<size_t>(b) * seq * ld + h * kHeadDim;
+  for (int c = threadIdx.x; c < seq * kQuads; c += FlashBwdTile::kThreads) {
+    const int i = c / kQuads, k = (c % kQuads) * 4;
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(src + static_cast<size_t>(i) * kHidden + k));
+    *reinterpret_cast<uint2*>(dst + static_cast<size_t>(i) * ld + k) =
+        make_uint2(flash::pack2<E>(v.x * scale, v.y * scale), flash::pack2<E>(v.z * scale, v.w * scale));
+  }
+}
+
+template <typename E, bool kDropout, FlashDq kDq = kDqPerQueryTile>
 __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
-  static_assert(!kBits || kDropout, "keep bits exist only with attention dropout");
   using F = FlashBwdTile;
   constexpr int kQTiles = F::kInner / 8;  // n-tiles of Sᵀ (queries)
   constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dK, dV (head dim)
@@ -49,7 +75,14 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
   __shared__ float mask_s[F::kRows];
   __shared__ float lse_s[F::kInner];
   __shared__ float dot_s[F::kInner];
-  __shared__ __align__(16) unsigned char keep_s[kDropout ? F::kInner : 1][kDropout ? F::kRows : 1];  // [query][key] dropout flags
+  // [query][key] dropout flags; with kDqAtomic the same bytes then hold dSᵀ [key][query] for dQ (the
+  // two would not fit next to the four tiles in 48 KB at head dim 64; a barrier separates them).
+  constexpr int kDsStride = F::kInner + 8;  // +8: 16-byte aligned ldmatrix rows on distinct banks
+  constexpr int kKeepBytes = kDropout ? F::kInner * F::kRows : 1;
+  constexpr int kDsBytes = kDq == kDqAtomic ? F::kRows * kDsStride * static_cast<int>(sizeof(E)) : 0;
+  __shared__ __align__(16) unsigned char keep_ds_s[kKeepBytes > kDsBytes ? kKeepBytes : kDsBytes];
+  const auto keep_s = reinterpret_cast<unsigned char (*)[kDropout ? F::kRows : 1]>(keep_ds_s);
+  const auto ds_s = reinterpret_cast<E (*)[kDsStride]>(keep_ds_s);
 
   const int seq = p.seq;
   const int j0 = blockIdx.x * F::kRows;
@@ -85,8 +118,8 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
       lse_s[r] = in ? lse_g[i0 + r] : __int_as_float(0x7f800000);  // +inf: P = 0 for missing queries
       dot_s[r] = in ? dot_g[i0 + r] : 0.f;
     }
-    // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the saved bits.
-    flash::keep_tile<kBits, kDropout, F::kThreads>(keep_s, p.bits, p.rng, bh, seq, i0, j0);
+    // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the bits.
+    if constexpr (kDropout) flash::keep_bits_load<F::kInner, F::kRows, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
     __syncthreads();
 
     // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x kInner queries.
@@ -110,6 +143,10 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
         st[n][e] = pz;
         dpt[n][e] = pv * (dp - dot_s[ic]);
       }
+    if constexpr (kDq == kDqAtomic) {
+      if constexpr (kDropout) __syncthreads();  // every warp is done with keep_s, which ds_s overwrites
+      flash::store_c<E, kQTiles, kDsStride>(ds_s, dpt, wrow);
+    }
 
     // dV += (P ⊙ Z)ᵀ·dO and dK += dSᵀ·Q: queries are the k dimension; dO and Q are stored [k][n].
 #pragma unroll
@@ -128,6 +165,34 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
         flash::mma16816<E>(dk[n + 1], sa, qb[2], qb[3]);
       }
     }
+
+    if constexpr (kDq == kDqAtomic) {
+      __syncthreads();  // dSᵀ of all the block's keys in ds_s
+      // dq_acc[queries i0 + wrow .. + 16) += dS·K over the block's keys (kInner = 16·kWarps: warp w
+      // takes the tile's queries 16w..), 16 columns at a time, into fp32 vector reductions.
+      static_assert(F::kInner == 16 * F::kWarps, "a warp's dQ share is 16 queries of the tile");
+      uint32_t sa[F::kRows / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < F::kRows / 16; ++ks) flash::load_a_km<E, kDsStride>(sa[ks], ds_s, wrow, ks);
+      const int i = i0 + wrow + g;
+      float* dq_row = p.dq_acc + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
+#pragma unroll
+      for (int n = 0; n < kDTiles; n += 2) {
+        float acc[2][4] = {};
+#pragma unroll
+        for (int ks = 0; ks < F::kRows / 16; ++ks) {
+          uint32_t kb[4];
+          flash::load_b_kn<E>(kb, k_s, n * 8, ks);
+          flash::mma16816<E>(acc[0], sa[ks], kb[0], kb[1]);
+          flash::mma16816<E>(acc[1], sa[ks], kb[2], kb[3]);
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          if (i < seq) flash::red_add2(dq_row + (n + u) * 8, acc[u][0], acc[u][1]);
+          if (i + 8 < seq) flash::red_add2(dq_row + 8 * kHidden + (n + u) * 8, acc[u][2], acc[u][3]);
+        }
+      }
+    }
   }
 
   // dK = scale·dSᵀ·Q, dV = (1/(1−p))·(P ⊙ Z)ᵀ·dO into grad_qkv.
@@ -144,13 +209,26 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
       flash::store2<E>(row + kHidden + n * 8, dv[n][2 * r] * v_scale, dv[n][2 * r + 1] * v_scale);
     }
   }
+
+  if constexpr (kDq == kDqAtomic) {
+    // The last key tile of head bh to finish writes the head's dQ = acc/√d into grad_qkv. The
+    // programming guide's last-block pattern: every thread fences its reductions before thread 0
+    // takes a ticket; the last block fences again and reads the sums from L2 (__ldcg, not L1).
+    __shared__ bool last_s;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last_s = atomicAdd(p.dq_tickets + bh, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last_s) return;
+    __threadfence();
+    attn_flash_bwd_dq_write<E>(p.dq_acc, reinterpret_cast<E*>(p.dqkv), seq, b, h);
+  }
 }
 
-template <typename E, bool kDropout, bool kBits>
+template <typename E, bool kDropout>
 __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
-  static_assert(!kBits || kDropout, "keep bits exist only with attention dropout");
   using F = FlashBwdTile;
   constexpr int kKTiles = F::kInner / 8;  // n-tiles of S (keys)
   constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dQ
@@ -194,8 +272,8 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams&
     flash::load_tile<E, F::kInner, F::kThreads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
     flash::load_tile<E, F::kInner, F::kThreads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
     flash::load_mask<E, F::kInner, F::kThreads>(mask_s, mask_row, j0, seq);
-    // j0 is a multiple of kInner (64 or 32): the key range spans whole words of the saved bits.
-    flash::keep_tile<kBits, kDropout, F::kThreads>(keep_s, p.bits, p.rng, bh, seq, i0, j0);
+    // j0 is a multiple of kInner (64 or 32): the key range spans whole words of the bits.
+    if constexpr (kDropout) flash::keep_bits_load<F::kRows, F::kInner, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
     __syncthreads();
 
     // S = Q·Kᵀ and dP_drop = dO·Vᵀ for the warp's 16 queries x kInner keys.

@@ -3,6 +3,9 @@
 // dropout mask) and O = P_drop·V, Σ_j P_ij·dP_ij = Σ_j P_ij Z_ij (dO_i·V_j) = dO_i·O_i.
 // 8 lanes per row, each summing d/8 adjacent elements (a 128-byte row per 8 lanes at d = 64);
 // 16 rows per block; grid (ceil(S / 16), B·heads).
+// With kDqAtomic (stochastic_mode) it also zeroes what attn_flash_bwd_dkdvdq accumulates into: each
+// lane the fp32 dQ accumulator elements at the [B·S, H] positions of the O and dO elements it reads,
+// and block (0, bh) the head's ticket.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/flash.cuh"
@@ -13,11 +16,13 @@ struct AttnFlashDotParams {
   const T* ctx;   // [B*S, H] O (forward output of attention)
   const T* dctx;  // [B*S, H] dO
   float* dot;     // [B*heads*S] out: D
+  float* dq_acc;         // [B*S, H] fp32 out: zeroed (kDqAtomic only; else unused)
+  uint32_t* dq_tickets;  // [B*heads] out: zeroed (kDqAtomic only; else unused)
   int batch;
   int seq;
 };
 
-template <typename E>
+template <typename E, FlashDq kDq = kDqPerQueryTile>
 __device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams& p) {
   static_assert(sizeof(E) == 2 && kHeadDim % 16 == 0, "fused attention runs on fp16/bf16, head dim % 16 == 0");
   using F = FlashDotTile;
@@ -32,7 +37,19 @@ __device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams
     const E* d = reinterpret_cast<const E*>(p.dctx) + off;
 #pragma unroll
     for (int c = 0; c < kPer; c += 2) acc += to_f(o[c]) * to_f(d[c]) + to_f(o[c + 1]) * to_f(d[c + 1]);
+    if constexpr (kDq == kDqAtomic) {
+      if constexpr (kPer % 4 == 0) {
+#pragma unroll
+        for (int c = 0; c < kPer; c += 4)
+          *reinterpret_cast<float4*>(p.dq_acc + off + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+      } else {
+#pragma unroll
+        for (int c = 0; c < kPer; c += 2) *reinterpret_cast<float2*>(p.dq_acc + off + c) = make_float2(0.f, 0.f);
+      }
+    }
   }
+  if constexpr (kDq == kDqAtomic)
+    if (blockIdx.x == 0 && threadIdx.x == 0) p.dq_tickets[bh] = 0u;
   // Every lane takes part in the shuffles (rows past the end contribute nothing).
 #pragma unroll
   for (int s = 1; s < F::kLanesPerRow; s <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);

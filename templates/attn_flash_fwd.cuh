@@ -7,10 +7,13 @@
 // Dropout: element (query i, key j) of head (b, h) keeps iff the shared Philox rule keeps index
 // ((b·heads + h)·S + i)·S + j of stream kStreamAttnProbs — the unfused kernels' and the CPU
 // reference's mask, bit for bit. The softmax normalizer sums the undropped P (dropout follows
-// softmax); the 1/(1−p) scale is applied to O at the end. With kBits (training, attention dropout,
-// no attn_dropout_checkpoint) each tile's flags are also packed into attn_dropout_bits
-// ([B·heads, S, ceil(S/32)] uint32, see flash::keep_bits_store), which the backward kernels read
-// instead of regenerating the mask with Philox.
+// softmax); the 1/(1−p) scale is applied to O at the end. The keep flags of each tile come from
+// one of (compile-time, kAttnFwdStoresBits / kAttnFwdLoadsBits in the generated constants):
+//   Philox in this kernel (flash::dropout_tile), and with kStoreBits (training, no
+//     attn_dropout_checkpoint) also packed into attn_dropout_bits ([B·heads, S, ceil(S/32)] uint32,
+//     flash::keep_bits_store), which the backward kernels read;
+//   kLoadBits (DSKC_ATTN_MASK=kernel): read from the bits attn_dropout_bits wrote just before this
+//     kernel (flash::keep_bits_load) — the same flags, so the same output bit for bit.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"
@@ -23,18 +26,19 @@ struct AttnFlashFwdParams {
   const T* mask;  // [B, S] additive (0 keep, large negative drop)
   T* ctx;         // [B*S, H] out: dropout(softmax(Q·Kᵀ/√d + mask))·V
   float* lse;     // [B*heads*S] out: row logsumexp (training only; unused in inference)
-  uint32_t* bits; // [B*heads, S, ceil(S/32)] out: dropout keep bits (kBits only; else unused)
+  uint32_t* bits; // [B*heads, S, ceil(S/32)] dropout keep bits: out (kStoreBits), in (kLoadBits); else unused
   int batch;
   int seq;
   DropoutArgs rng;
 };
 
 // E is the storage type (the config's T); a parameter so nothing here is instantiated for fp32.
-template <typename E, bool kDropout, bool kBits>
+template <typename E, bool kDropout, bool kStoreBits, bool kLoadBits>
 __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
-  static_assert(!kBits || kDropout, "keep bits are saved only with attention dropout");
+  static_assert(!(kStoreBits || kLoadBits) || kDropout, "keep bits exist only with attention dropout");
+  static_assert(!(kStoreBits && kLoadBits), "the forward either draws the keep flags (and may store them) or reads them");
   using F = FlashFwdTile;
   constexpr int kKSteps = kHeadDim / 16;  // k-steps of Q·Kᵀ
   constexpr int kSTiles = F::kKeys / 8;   // n-tiles of S (keys)
@@ -73,10 +77,13 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
     flash::load_tile<E, F::kKeys, F::kThreads>(k_s, k_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
     flash::load_tile<E, F::kKeys, F::kThreads>(v_s, v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
     flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq);
-    if constexpr (kDropout) flash::dropout_tile<F::kRows, F::kKeys, F::kThreads>(keep_s, p.rng, bh, seq, q0, k0);
+    // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the bits.
+    if constexpr (kLoadBits)
+      flash::keep_bits_load<F::kRows, F::kKeys, F::kThreads>(keep_s, p.bits, bh, seq, q0, k0);
+    else if constexpr (kDropout)
+      flash::dropout_tile<F::kRows, F::kKeys, F::kThreads>(keep_s, p.rng, bh, seq, q0, k0);
     __syncthreads();
-    // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the saved bits.
-    if constexpr (kBits) flash::keep_bits_store<F::kRows, F::kKeys, F::kThreads>(p.bits, keep_s, bh, seq, q0, k0);
+    if constexpr (kStoreBits) flash::keep_bits_store<F::kRows, F::kKeys, F::kThreads>(p.bits, keep_s, bh, seq, q0, k0);
 
     // S = Q·Kᵀ for the warp's 16 rows x kKeys keys.
     float s[kSTiles][4];

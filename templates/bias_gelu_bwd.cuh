@@ -1,6 +1,8 @@
 // bias_gelu_bwd: dh = dg · GELU'(h) written over dg, plus per-block partial sums of dh (the
 // inter_b gradient; param_grad_reduce finishes it) unless the weight-gradient GEMM's BGRADB
 // epilogue sums it (kPartials false). h is the saved pre-activation (x·Wᵀ + b).
+// kStoreGelu (gelu_checkpoint): also writes g = GELU(h), the output_w gradient's operand that
+// forward did not keep, from the h values this pass reads anyway (no separate recompute pass).
 #pragma once
 #include "dskc_config.cuh"
 #include "common/gelu.cuh"
@@ -11,11 +13,12 @@ namespace dskc {
 struct BiasGeluBwdParams {
   T* dg;        // [rows, kCols] in: d(GELU output), out: d(pre-activation)
   const T* h;   // [rows, kCols] saved pre-activation
+  T* g;         // [rows, kCols] GELU(h) (kStoreGelu)
   float* part;  // [grad_parts(rows), kCols]
   int rows;
 };
 
-template <int kCols, bool kPartials = true>
+template <int kCols, bool kPartials = true, bool kStoreGelu = false>
 __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer;
@@ -35,6 +38,12 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
         float d[kV], h[kV];
         load_f<T, kV>(p.dg + base + c, d);
         load_f<T, kV>(p.h + base + c, h);
+        if constexpr (kStoreGelu) {
+          float g[kV];
+#pragma unroll
+          for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(h[i]);
+          store_f<T, kV>(p.g + base + c, g);
+        }
 #pragma unroll
         for (int i = 0; i < kV; ++i) d[i] = round_to<T>(d[i] * gelu_grad<kGeluTanh>(h[i]));
         store_f<T, kV>(p.dg + base + c, d);

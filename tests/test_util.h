@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -59,6 +60,26 @@ inline RunResult run_dskc(const std::string& args, const std::string& env = "") 
   int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
   return {code, read_file(out)};
 }
+
+// Sets or unsets an environment variable for one scope, restoring the old value after.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* value) : name(n) {
+    if (const char* v = std::getenv(n)) old = v;
+    if (value)
+      ::setenv(n, value, 1);
+    else
+      ::unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (old)
+      ::setenv(name.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
 // Runs f, requires it to throw dskc::Error of `kind`, returns the message.
 template <class F>
 std::string error_of(F&& f, dskc::ErrorKind kind) {

@@ -81,6 +81,11 @@ struct BackendOptions {
   // accumulators hold dtype-rounded values, so the conversion is exact and the sum is rounded
   // once, like an accumulation step); true: in fp32 (DeepSpeed's "fp32_allreduce").
   bool fp32_allreduce = false;
+  // fp16/bf16, a step of one micro-batch per rank: each layer's dtype gradient buffer is
+  // all-reduced in place and then added to the (zero) fp32 accumulators, instead of fp32 ->
+  // staging copy -> all-reduce -> back. Same sums bit for bit, a third of the memory traffic.
+  // false: always the staging copy (test hook DSKC_TEST_ALLREDUCE=staged compares the two).
+  bool allreduce_in_place = true;
 };
 
 class TrainBackend {

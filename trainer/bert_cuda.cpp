@@ -160,21 +160,50 @@ void CudaBackend::grad_ready(int idx) {
   if (!syncing_) return;
   for (int b : tracker_->mark_ready(idx)) {
     const int lo = bucket_first_[static_cast<size_t>(b)];
-    const size_t n = bucket_plan_->buckets[static_cast<size_t>(b)].size_bytes / 4;
-    pg_->wait_for_compute();
-    if (!reduce_in_dtype_) {
-      pg_->all_reduce(grad(lo), n, ncclFloat32);
+    const int hi = lo + static_cast<int>(bucket_plan_->buckets[static_cast<size_t>(b)].params.size());
+    if (!layers_in_place_) {
+      reduce_range(lo, hi);
       continue;
     }
-    // On the group's stream: dtype copy (exact: the accumulators hold dtype-rounded values),
-    // all-reduce, then back into the fp32 accumulators (0 + x: exact).
-    const CUdeviceptr stage = reduce_stage_.ptr() + offset_[lo] * eb_;
-    mkp::Cast to{reinterpret_cast<const float*>(grad(lo)), reinterpret_cast<void*>(stage), n};
-    launch_on(pg_->stream(), "model_cast_params", stride_grid(n), &to);
-    pg_->all_reduce(stage, n, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
-    DSKC_CU(cuMemsetD8Async(grad(lo), 0, n * 4, pg_->stream()));
-    mkp::Accumulate back{reinterpret_cast<const void*>(stage), reinterpret_cast<float*>(grad(lo)), n};
-    launch_on(pg_->stream(), "model_accumulate", std::min(stride_grid(n), 4096u), &back);
+    // Layer gradients went through reduce_layer_in_place: the runs of other parameters only.
+    for (int i = lo; i < hi;) {
+      if (specs_[static_cast<size_t>(i)].layer >= 0) {
+        ++i;
+        continue;
+      }
+      int j = i + 1;
+      while (j < hi && specs_[static_cast<size_t>(j)].layer < 0) ++j;
+      reduce_range(i, j);
+      i = j;
+    }
+  }
+}
+
+void CudaBackend::reduce_range(int lo, int hi) {
+  const size_t end = static_cast<size_t>(hi) < specs_.size() ? offset_[static_cast<size_t>(hi)] : total_floats_;
+  const size_t n = end - offset_[static_cast<size_t>(lo)];
+  pg_->wait_for_compute();
+  if (!reduce_in_dtype_) {
+    pg_->all_reduce(grad(lo), n, ncclFloat32);
+    return;
+  }
+  // On the group's stream: dtype copy (exact: the accumulators hold dtype-rounded values),
+  // all-reduce, then back into the fp32 accumulators (exact).
+  const CUdeviceptr stage = reduce_stage_.ptr() + offset_[lo] * eb_;
+  mkp::Cast to{reinterpret_cast<const float*>(grad(lo)), reinterpret_cast<void*>(stage), n};
+  launch_on(pg_->stream(), "model_cast_params", stride_grid(n), &to);
+  pg_->all_reduce(stage, n, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+  mkp::Accumulate back{reinterpret_cast<const void*>(stage), reinterpret_cast<float*>(grad(lo)), n};
+  launch_on(pg_->stream(), "model_widen", std::min(stride_grid(n), 4096u), &back);
+}
+
+void CudaBackend::reduce_layer_in_place(int l) {
+  const GpuLayer& layer = *layers_[static_cast<size_t>(l)];
+  pg_->wait_for_compute();
+  pg_->all_reduce(layer.grads_base(), layer.grads_bytes() / eb_, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+  for (int k = 0; k < kLayerParams; ++k) {
+    const int idx = layer_idx_[static_cast<size_t>(l)][static_cast<size_t>(k)];
+    accumulate_n(layer.grad(layer_param_names_[static_cast<size_t>(k)]), grad(idx), numel(idx), pg_->stream());
   }
 }
 
@@ -287,6 +316,7 @@ ParamMap CudaBackend::export_optimizer_state() const {
 
 void CudaBackend::zero_grads() {
   ctx_->make_current();
+  grads_zero_ = true;
   DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
 }
 

@@ -89,12 +89,17 @@ class CudaBackend : public TrainBackend {
   double sum_squares(CUdeviceptr x, size_t n);  // deterministic Σ x² in double
   // forward_backward pieces (bert_cuda_step.cpp)
   void accumulate(CUdeviceptr src_dtype, int idx);
-  void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n);
+  void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n, CUstream stream = nullptr);
   void colsum(CUdeviceptr src, int rows, int cols, int ld, int idx);
   void gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias = 0);
   // Data parallel: parameter idx has its final gradient of this step in grads_; all-reduces the
   // buckets that became complete (no-op unless this call syncs).
   void grad_ready(int idx);
+  // On the group's stream: all-reduce params [lo, hi) of grads_ (one contiguous range) in fp32,
+  // or through reduce_stage_ in the dtype.
+  void reduce_range(int lo, int hi);
+  // On the group's stream: layer l's dtype gradients all-reduced in place, then added to grads_.
+  void reduce_layer_in_place(int l);
 
   BackendOptions opt_;
   DType dtype_;
@@ -130,6 +135,9 @@ class CudaBackend : public TrainBackend {
   bool syncing_ = false;
   bool reduce_in_dtype_ = false;  // fp16/bf16 all-reduce through reduce_stage_ (same offsets)
   DeviceBuffer reduce_stage_;
+  bool grads_zero_ = true;        // no gradient accumulated since zero_grads()
+  bool layers_in_place_ = false;  // this call: layer gradients via reduce_layer_in_place
+  std::vector<int> deferred_layers_;  // --delay_allreduce: layers reduced after backward
 };
 
 }  // namespace dskc

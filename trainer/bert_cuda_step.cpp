@@ -47,9 +47,9 @@ Groups group_rows(const std::vector<int32_t>& key) {
 }  // namespace
 
 
-void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n) {
+void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n, CUstream stream) {
   mkp::Accumulate p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(dst), static_cast<uint64_t>(n)};
-  launch("model_accumulate", std::min(blocks_for(n), 4096u), &p);
+  launch_on(stream ? stream : ctx_->stream(), "model_accumulate", std::min(blocks_for(n), 4096u), &p);
 }
 
 void CudaBackend::accumulate(CUdeviceptr src, int idx) { accumulate_n(src, grad(idx), numel(idx)); }
@@ -68,6 +68,11 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   ctx_->make_current();
   syncing_ = pg_ != nullptr && m.sync_grads;
   if (syncing_) tracker_->reset();  // a call that threw half-way leaves no stale marks
+  // The only micro-batch of the step (accumulators still zero): reduce the layers' own dtype
+  // gradients instead of the accumulators' staging copies.
+  layers_in_place_ = syncing_ && reduce_in_dtype_ && grads_zero_ && opt_.allreduce_in_place;
+  grads_zero_ = false;
+  deferred_layers_.clear();
   const BertShape& shape = opt_.shape;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
   const int rows = B * S, Vp = vocab_pad_, N = shape.num_hidden_layers;
@@ -222,8 +227,14 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   // ---- encoder backward; each layer's gradients (overwritten per call) go into the accumulators
   for (int l = N - 1; l >= 0; --l) {
     layers_[l]->backward(cur, other);
-    for (int k = 0; k < kLayerParams; ++k)
-      accumulate(layers_[l]->grad(layer_param_names_[k]), layer_idx_[static_cast<size_t>(l)][k]);
+    if (!layers_in_place_) {
+      for (int k = 0; k < kLayerParams; ++k)
+        accumulate(layers_[l]->grad(layer_param_names_[k]), layer_idx_[static_cast<size_t>(l)][k]);
+    } else if (opt_.delay_allreduce) {
+      deferred_layers_.push_back(l);
+    } else {
+      reduce_layer_in_place(l);
+    }
     for (int k = 0; k < kLayerParams; ++k) grad_ready(layer_idx_[static_cast<size_t>(l)][k]);
     std::swap(cur, other);
   }
@@ -244,6 +255,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
       launch("model_grouped_rows_accumulate", static_cast<unsigned>(n_groups), &gp);
     }
   }
+  for (int l : deferred_layers_) reduce_layer_in_place(l);
   for (int idx : {word_, pos_, type_, emb_ln_w_, emb_ln_b_}) grad_ready(idx);
   if (syncing_) {
     tracker_->finish_step();  // every bucket was released (Error(Internal) names a forgotten one)

@@ -165,6 +165,7 @@ TrainResult train(const TrainOptions& opt) {
   bo.process_group = pg.get();
   bo.delay_allreduce = opt.delay_allreduce;
   bo.fp32_allreduce = setup.ds.fp32_allreduce;
+  bo.allreduce_in_place = opt.allreduce_in_place;
   std::unique_ptr<TrainBackend> backend = choose_backend(opt, bo, lead ? log : quiet);
   result.backend_name = backend->name();
 
@@ -232,10 +233,13 @@ TrainResult train(const TrainOptions& opt) {
   if (lead && opt.delay_allreduce && !dist.distributed())
     log("note: --delay_allreduce has no effect with one process");
   if (lead && dist.distributed())
-    log(fmt::format("gradient all-reduce in {}: {}",
+    log(fmt::format("gradient all-reduce in {}: {}{}",
                     setup.ds.fp32_allreduce || setup.dtype == DType::F32 ? "fp32" : dtype_name(setup.dtype),
                     opt.delay_allreduce ? "one all-reduce after backward (--delay_allreduce)"
-                                        : "buckets of 25 MB (fp32 gradient bytes), overlapped with backward"));
+                                        : "buckets of 25 MB (fp32 gradient bytes), overlapped with backward",
+                    setup.dtype != DType::F32 && !setup.ds.fp32_allreduce && opt.allreduce_in_place
+                        ? "; steps of one micro-batch all-reduce each layer's gradients in place"
+                        : ""));
 
   std::error_code ec;
   fs::create_directories(opt.output_dir, ec);

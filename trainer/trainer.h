@@ -66,6 +66,7 @@ struct TrainOptions {
   bool attention_dropout_checkpoint = false, normalize_invertible = false, gelu_checkpoint = false,
        stochastic_mode = false;
   bool delay_allreduce = false;  // data parallel: one all-reduce after backward, no overlap
+  bool allreduce_in_place = true;  // BackendOptions::allreduce_in_place (test hook: false)
   std::string lr_schedule = "LE";
   double lr_offset = 0.0;
   bool rewarmup = false;

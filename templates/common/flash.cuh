@@ -50,6 +50,13 @@ struct FlashDotTile {
   static constexpr int kRows = kThreads / kLanesPerRow;
 };
 
+// How the fused backward produces dQ. kDqPerQueryTile (default mode): attn_flash_bwd_dq owns a
+// query tile and recomputes P and dS over every key tile (no atomics: bitwise reproducible).
+// kDqAtomic (stochastic_mode): attn_flash_bwd_dkdvdq, the dK/dV kernel, also adds each key tile's
+// dS·K into an fp32 accumulator with atomics (FlashAttention-2's single pass; the order of the
+// additions varies run to run), so P and dS are computed once.
+enum FlashDq { kDqPerQueryTile = 0, kDqAtomic = 1 };
+
 // Shared-memory row stride in elements: +8 (16 bytes) keeps every ldmatrix row 16-byte aligned and
 // spreads the 8 row addresses of one 8x8 matrix over distinct banks.
 constexpr int kFlashStride = kHeadDim + 8;
@@ -91,6 +98,17 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const uin
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// *p += a, *(p + 1) += b in global memory, atomically per element, no result (p 8-byte aligned):
+// one vector reduction on sm_90, two scalar ones before.
+__device__ __forceinline__ void red_add2(float* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#endif
 }
 
 // Two floats rounded to E and packed into one .b32 register (lo in the low half).
@@ -153,6 +171,13 @@ __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const E (*tile)[kFla
   const int lane = threadIdx.x % 32;
   flash::ldmatrix_x4_trans(b, &tile[ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][n0 + (lane >> 4) * 8]);
 }
+// A-operand fragment of k-step ks for rows (m) m0..m0 + 15 of a tile stored transposed, [k][m] (e.g. dS
+// kept as dSᵀ [key][query] for dQ = dS·K): ldmatrix.trans, matrix j = rows +8(j>>1), cols +8(j&1).
+template <typename E, int kStride>
+__device__ __forceinline__ void load_a_km(uint32_t (&a)[4], const E (*tile)[kStride], int m0, int ks) {
+  const int lane = threadIdx.x % 32;
+  flash::ldmatrix_x4_trans(a, &tile[ks * 16 + (lane & 7) + (lane >> 4) * 8][m0 + ((lane >> 3) & 1) * 8]);
+}
 // The A operand of k-step kk from accumulator n-tiles 2kk and 2kk + 1 (rounded to E).
 template <typename E, int kN>
 __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c)[kN][4], int kk) {
@@ -162,9 +187,35 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c)[kN][4]
   a[3] = pack2<E>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
+// Stores the warp's accumulator (16 rows from row0 x kN n-tiles of 8 columns), rounded to E, into a
+// [row][col] tile in shared memory: one 4-byte store per register pair (c0, c1) / (c2, c3).
+template <typename E, int kN, int kStride>
+__device__ __forceinline__ void store_c(E (*tile)[kStride], const float (&c)[kN][4], int row0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < kN; ++n)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) store2<E>(&tile[row0 + g + 8 * r][n * 8 + 2 * t], c[n][2 * r], c[n][2 * r + 1]);
+}
+
+// The attention-dropout keep rule (common/philox.cuh, stream kStreamAttnProbs): element (query i,
+// key j) of head bh keeps iff the draw of element index attn_keep_index(bh, S, i, j) = (bh·S + i)·S + j
+// is >= kAttnDropoutThreshold. One Philox call yields the draws of the group of four indices
+// [4·group, 4·group + 4); a row's groups need not start at its first key.
+__device__ __forceinline__ uint64_t attn_keep_index(int bh, int seq, int i, int j) {
+  return (static_cast<uint64_t>(bh) * seq + i) * seq + j;
+}
+// Keep flags of the four elements of `group` as bits 0..3 (bit w: element 4·group + w).
+__device__ __forceinline__ uint32_t keep4(const dskc_rng::DropoutKey& key, uint64_t group) {
+  const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, dskc_rng::kStreamAttnProbs, group);
+  uint32_t v = 0;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) v |= static_cast<uint32_t>(dskc_rng::select_word(d, w) >= kAttnDropoutThreshold) << w;
+  return v;
+}
+
 // Attention-dropout keep flags of a tile, into shared memory: dst[qi][kj] = keep(query i0 + qi,
-// key j0 + kj) of head bh under the shared Philox rule (common/philox.cuh) for element index
-// (bh·S + i)·S + j of stream kStreamAttnProbs — 1 where kept, 0 where dropped or out of range.
+// key j0 + kj) of head bh — 1 where kept, 0 where dropped or out of range.
 // Work item = (query row, group of four consecutive indices): a row's kKeys indices span at most
 // kKeys/4 + 1 groups, so one Philox call serves up to four flags (the groups partition the row, so
 // every flag is written exactly once). Callers __syncthreads() before reading dst.
@@ -176,29 +227,46 @@ __device__ __forceinline__ void dropout_tile(unsigned char (*dst)[kKeys], const 
   for (int c = threadIdx.x; c < kQueries * kGroups; c += kThreads) {
     const int qi = c / kGroups, gi = c % kGroups;
     const int i = i0 + qi;
-    const uint64_t first = (static_cast<uint64_t>(bh) * seq + i) * seq + j0;  // index of key j0
+    const uint64_t first = attn_keep_index(bh, seq, i, j0);  // index of key j0
     const uint64_t group = (first >> 2) + gi;
     const int kj0 = static_cast<int>(static_cast<long long>(group * 4) - static_cast<long long>(first));  // -3 .. kKeys
     if (kj0 >= kKeys) continue;  // the row ended in the previous group
-    dskc_rng::U32x4 d{0u, 0u, 0u, 0u};
-    const bool row_in = i < seq;
-    if (row_in) d = dskc_rng::dropout_draws(key, dskc_rng::kStreamAttnProbs, group);
+    const uint32_t keep = i < seq ? keep4(key, group) : 0u;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const int kj = kj0 + w;
       if (kj < 0 || kj >= kKeys) continue;
-      dst[qi][kj] = row_in && j0 + kj < seq && dskc_rng::select_word(d, w) >= kAttnDropoutThreshold;
+      dst[qi][kj] = j0 + kj < seq && ((keep >> w) & 1u);
     }
   }
 }
 
-// Bit-packed keep flags (the saved tensor attn_dropout_bits, [B·heads, S, W] uint32, W = ceil(S/32)):
+// Bit-packed keep flags (the tensor attn_dropout_bits, [B·heads, S, W] uint32, W = ceil(S/32)):
 // bit j % 32 of word j / 32 of row i of head bh = keep(query i, key j); bits of keys >= S are 0.
+// Written by attn_flash_fwd (keep_bits_store, from its tiles' flags) or by the standalone kernel
+// attn_dropout_bits (keep_word), identically; read by the backward kernels and, with
+// DSKC_ATTN_MASK=kernel, by attn_flash_fwd (keep_bits_load).
 // Tiles start at multiples of their key count, which is a multiple of 32, so each tile row spans
 // whole words and every (row, word) belongs to exactly one tile of the forward's grid.
 __device__ __forceinline__ int keep_words(int seq) { return (seq + 31) / 32; }
 
-// Forward: packs a tile's flags (src as built by dropout_tile; synchronized) into the saved bits.
+// One word of the bits from the keep rule directly: the flags of `count` (1..32) consecutive keys
+// of one query row from element index `first` (attn_keep_index of the word's first key); bit b =
+// keep(first + b), bits >= count 0. The word's 32 indices meet 8 groups of four when first % 4 == 0
+// (S % 4 == 0), else 9, the outer two shared with the neighbouring words.
+__device__ __forceinline__ uint32_t keep_word(const dskc_rng::DropoutKey& key, uint64_t first, int count) {
+  const int lead = static_cast<int>(first & 3);  // indices of the first group before `first`
+  const uint64_t g0 = first >> 2;
+  uint32_t v = keep4(key, g0) >> lead;
+#pragma unroll
+  for (int k = 1; k <= 8; ++k) {
+    const int shift = 4 * k - lead;  // bit of index 4·(g0 + k): 1 .. 32
+    if (shift < count) v |= keep4(key, g0 + k) << shift;
+  }
+  return count < 32 ? v & ((1u << count) - 1u) : v;
+}
+
+// Forward: packs a tile's flags (src as built by dropout_tile; synchronized) into the bits.
 // Work item = (query row, word): one thread, one 32-bit store; rows >= S and words >= W are skipped.
 // The eight 4-byte reads of a 32-byte run start at a lane-dependent offset (rotation by c / 4), so
 // a warp's reads fall into distinct banks.
@@ -224,9 +292,14 @@ __device__ __forceinline__ void keep_bits_store(uint32_t* bits, const unsigned c
   }
 }
 
-// Backward: fills a tile of keep flags (same layout and meaning as dropout_tile's) from the saved
-// bits: one coalesced 32-bit load per (query row, word), expanded to 32 bytes; rows >= S and words
-// >= W give 0. Callers __syncthreads() before reading dst.
+// Fills a tile of keep flags (same layout and meaning as dropout_tile's) from the bits: one
+// coalesced 32-bit load per (query row, word), expanded to 32 bytes; rows >= S and words >= W give
+// 0. Callers __syncthreads() before reading dst.
+// The 32 bytes go out as two 16-byte stores (dst rows are 16-byte aligned, kKeys % 32 == 0). The
+// threads of a quarter warp write 32 bytes apart; those with odd c / 4 store the halves in the
+// other order, so each quarter warp's eight stores fall into distinct banks. (A rotated sequence
+// of eight 4-byte stores, run[(k + c / 4) % 8], did the same but made ptxas spill the head-dim-16
+// dK/dV kernel on sm_90.)
 template <int kQueries, int kKeys, int kThreads>
 __device__ __forceinline__ void keep_bits_load(unsigned char (*dst)[kKeys], const uint32_t* bits, int bh, int seq,
                                                int i0, int j0) {
@@ -237,26 +310,14 @@ __device__ __forceinline__ void keep_bits_load(unsigned char (*dst)[kKeys], cons
     const int qi = c / kWords, wi = c % kWords;
     const int i = i0 + qi, w = j0 / 32 + wi;
     const uint32_t v = i < seq && w < words ? bits[(static_cast<size_t>(bh) * seq + i) * words + w] : 0u;
-    uint32_t* run = reinterpret_cast<uint32_t*>(&dst[qi][wi * 32]);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int q = (k + c / 4) % 8;
-      run[q] = (((v >> (4 * q)) & 0xfu) * 0x00204081u) & 0x01010101u;  // bit b of the nibble -> byte b
-    }
+    auto flags4 = [v](int q) { return (((v >> (4 * q)) & 0xfu) * 0x00204081u) & 0x01010101u; };  // nibble q -> 4 bytes
+    const uint4 lo = make_uint4(flags4(0), flags4(1), flags4(2), flags4(3));
+    const uint4 hi = make_uint4(flags4(4), flags4(5), flags4(6), flags4(7));
+    uint4* run = reinterpret_cast<uint4*>(&dst[qi][wi * 32]);
+    const int h = (c / 4) & 1;
+    run[h] = h ? hi : lo;
+    run[h ^ 1] = h ? lo : hi;
   }
-}
-
-// The dropout keep flags of a [kQueries][kKeys] tile (queries i0.., keys j0..) for backward: from
-// the bits forward saved (kBits; j0 is a multiple of the key-tile width, so the tile spans whole
-// words) or regenerated with Philox (kDropout without bits); nothing without dropout (the
-// kernels then declare a [1][1] placeholder array).
-template <bool kBits, bool kDropout, int kThreads, int kQueries, int kKeys>
-__device__ __forceinline__ void keep_tile(unsigned char (&dst)[kQueries][kKeys], const uint32_t* bits,
-                                          const DropoutArgs& rng, int bh, int seq, int i0, int j0) {
-  if constexpr (kBits)
-    keep_bits_load<kQueries, kKeys, kThreads>(dst, bits, bh, seq, i0, j0);
-  else if constexpr (kDropout)
-    dropout_tile<kQueries, kKeys, kThreads>(dst, rng, bh, seq, i0, j0);
 }
 
 // Two products over the head dim for the warp's 16 rows (from wrow) of a1 / a2 against every row

@@ -2,6 +2,7 @@
 // buffers:
 //   cast_params          dst (T) = src (fp32 master)          master -> layer/head weights
 //   accumulate           dst (fp32) += src (T), acc_add rule   layer / GEMM gradients
+//   widen                dst (fp32) = src (T)                  all-reduced gradients back
 //   colsum_accumulate    dst[c] += Σ_rows src[r, c]            bias gradients (fixed order)
 //   grouped_rows_accumulate  dst[target[g]] += Σ_{r in group g} src[r]  embedding-table
 //                        gradients: the host groups token rows by id, so no atomics and the
@@ -83,8 +84,38 @@ __device__ __forceinline__ void cast_params_impl(const CastParams& p) {
   DSKC_GRID_STRIDE(i, p.n) p.dst[i] = from_f<T>(p.src[i]);
 }
 
+// dst += src (acc_add), or with kAssign dst = src (exact: T -> fp32). Eight elements per step
+// with 16-byte accesses when both pointers are 16-byte aligned (the gradient buffers are), the
+// rest one by one; elementwise, so the grid does not change the result.
+template <bool kAssign>
 __device__ __forceinline__ void accumulate_impl(const AccumulateParams& p) {
-  DSKC_GRID_STRIDE(i, p.n) acc_add(p.dst + i, to_f(p.src[i]));
+  constexpr int kVec = 8;
+  const bool aligned =
+      ((reinterpret_cast<unsigned long long>(p.src) | reinterpret_cast<unsigned long long>(p.dst)) & 15) == 0;
+  const unsigned long long nv = aligned ? p.n / kVec : 0;
+  DSKC_GRID_STRIDE(v, nv) {
+    alignas(16) T s[kVec];
+    alignas(16) float d[kVec];
+    const uint4* sp = reinterpret_cast<const uint4*>(p.src + v * kVec);
+#pragma unroll
+    for (int k = 0; k < kVec * static_cast<int>(sizeof(T)) / 16; ++k) reinterpret_cast<uint4*>(s)[k] = sp[k];
+    float4* dp = reinterpret_cast<float4*>(p.dst + v * kVec);
+    if constexpr (!kAssign) {
+      reinterpret_cast<float4*>(d)[0] = dp[0];
+      reinterpret_cast<float4*>(d)[1] = dp[1];
+    }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) d[k] = kAssign ? to_f(s[k]) : round_to<T>(d[k] + to_f(s[k]));
+    dp[0] = reinterpret_cast<const float4*>(d)[0];
+    dp[1] = reinterpret_cast<const float4*>(d)[1];
+  }
+  const unsigned long long done = nv * kVec;
+  DSKC_GRID_STRIDE(i, p.n - done) {
+    if constexpr (kAssign)
+      p.dst[done + i] = to_f(p.src[done + i]);
+    else
+      acc_add(p.dst + done + i, to_f(p.src[done + i]));
+  }
 }
 
 __device__ __forceinline__ void colsum_accumulate_impl(const ColSumParams& p) {

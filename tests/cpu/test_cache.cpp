@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 using dskc::CacheEntry;
 using dskc::CacheKeyInputs;
 using dskc::KernelCache;
+using dskc_test::ScopedEnv;
 using dskc_test::TempDir;
 
 namespace {
@@ -66,25 +67,6 @@ size_t entry_files(const fs::path& dir) { return count_files(dir, "", ".dskcmod"
 bool same_entry(const std::optional<CacheEntry>& a, const CacheEntry& b) {
   return a && a->image == b.image && a->manifest_json == b.manifest_json;
 }
-
-// Sets or unsets an environment variable for one scope, restoring the old value after.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* v = std::getenv(n)) old = v;
-    if (value)
-      ::setenv(n, value, 1);
-    else
-      ::unsetenv(n);
-  }
-  ~ScopedEnv() {
-    if (old)
-      ::setenv(name.c_str(), old->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-};
 
 // Forks `n` children that block on a pipe until all exist, then run body(i) at once; returns
 // how many exited with status 0. Children never return into doctest (they _exit).

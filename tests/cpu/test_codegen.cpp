@@ -69,9 +69,12 @@ std::vector<std::string> kernel_names(const LayerPlan& p) {
 
 bool has_kernel(const LayerPlan& p, const std::string& name) { return p.find_kernel(name) != nullptr; }
 
-// Plans with an explicit attention path (make_plan(c) alone would honour DSKC_ATTENTION).
-LayerPlan fused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::FusedWhereSupported}); }
-LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused}); }
+// Plans with an explicit attention path and dropout-mask source (make_plan(c) alone would honour
+// DSKC_ATTENTION and DSKC_ATTN_MASK).
+LayerPlan fused_plan(const LayerConfig& c, AttnMask mask = AttnMask::Inline) {
+  return make_plan(c, {AttentionPath::FusedWhereSupported, mask});
+}
+LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused, AttnMask::Inline}); }
 
 size_t count_of(const std::string& hay, const std::string& needle) {
   size_t n = 0;
@@ -386,35 +389,42 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
             c.pre_layer_norm = pre_ln;
             c.attn_dropout_ratio = attn_drop;
             c.hidden_dropout_ratio = hidden_drop;
-            const LayerPlan p = make_plan(c, {path});
+            const LayerPlan p = make_plan(c, {path, AttnMask::Inline});
             CHECK(p.fused_attention == fused);
             CHECK(p.bias_grad_in_gemm == (t != DType::F32));
-            CHECK(has_kernel(p, "gelu_recompute") == bool(f & kGeluCkpt));
+            // gelu_checkpoint: no kernel of its own; the GELU backward also rebuilds GELU(h).
+            const std::string gelu_bwd = p.find_kernel("bias_gelu_bwd")->instantiation;
+            CHECK(gelu_bwd == std::string("bias_gelu_bwd_impl<kInter, ") + (t == DType::F32 ? "true" : "false") +
+                                  (f & kGeluCkpt ? ", true>" : ">"));
             // attn_dropout_checkpoint recomputes dropout(P) on the unfused path only: the fused
             // backward regenerates the mask itself and keeps no P.
             const bool adc = (f & kAttnCkpt) && attn_drop > 0 && !fused;
             CHECK(has_kernel(p, "attn_dropout_recompute") == adc);
-            // Fused: the forward saves the keep mask as bits unless attn_dropout_checkpoint (then
-            // the backward regenerates it with Philox): a specialization, no extra kernel.
-            const bool bits = fused && attn_drop > 0 && !(f & kAttnCkpt);
-            CHECK(p.attn_dropout_bits == bits);
-            CHECK((p.find_saved("attn_dropout_bits") != nullptr) == bits);
-            CHECK(emit_config_header(p).find(std::string("constexpr bool kAttnDropoutBits = ") +
-                                             (bits ? "true;" : "false;")) != std::string::npos);
+            // Fused: the backward reads the keep mask as bits; the forward saves them unless
+            // attn_dropout_checkpoint, which adds attn_dropout_bits_bwd to rewrite them instead.
+            const bool bits = fused && attn_drop > 0, saved = bits && !(f & kAttnCkpt), rebits = bits && !saved;
+            CHECK(p.attn_keep_bits == bits);
+            CHECK(p.attn_keep_bits_saved == saved);
+            CHECK_FALSE(p.attn_mask_kernel);
+            CHECK((p.find_saved("attn_dropout_bits") != nullptr) == saved);
+            CHECK(std::any_of(p.workspace.begin(), p.workspace.end(),
+                              [](const TensorInfo& w) { return w.name == "attn_dropout_bits"; }) == rebits);
+            CHECK(emit_config_header(p).find(std::string("constexpr bool kAttnFwdStoresBits = ") +
+                                             (saved ? "true;" : "false;")) != std::string::npos);
+            CHECK(emit_config_header(p).find("constexpr bool kAttnFwdLoadsBits = false;") != std::string::npos);
             // The flags add only their recompute kernels, each right before the kernel that needs
             // it; normalize_invertible changes no kernel list, only the LayerNorm backward's
             // template argument.
             std::vector<std::string> want = expected_kernels(pre_ln, t, hidden_drop > 0, fused);
-            if (f & kGeluCkpt)
-              want.insert(std::find(want.begin(), want.end(), "bias_gelu_bwd"), "gelu_recompute");
             if (adc)
               want.insert(std::find(want.begin(), want.end(), "attn_softmax_dropout_bwd"), "attn_dropout_recompute");
+            if (rebits) want.insert(std::find(want.begin(), want.end(), "attn_flash_bwd_dkdv"), "attn_dropout_bits_bwd");
             CHECK(kernel_names(p) == want);
             // 5 (Pre-LN) or 4 forward kernels; backward: fp32 11, fp16/bf16 5 (+ the 2 hidden-dropout
             // mask kernels when hidden dropout is on; + 2 when fused: three attn_flash_bwd_* kernels
-            // for one softmax backward); plus the recompute kernels.
+            // for one softmax backward); plus the recompute kernels (attn_dropout_bits_bwd included).
             const size_t backward = (t == DType::F32 ? 11u : hidden_drop > 0 ? 7u : 5u) + (fused ? 2u : 0u);
-            CHECK(p.kernels.size() == (pre_ln ? 5u : 4u) + backward + bool(f & kGeluCkpt) + adc);
+            CHECK(p.kernels.size() == (pre_ln ? 5u : 4u) + backward + adc + rebits);
             for (const auto& k : p.kernels)
               if (k.op.rfind("attn_flash", 0) == 0) {
                 CAPTURE(k.name);
@@ -425,14 +435,14 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
                 CHECK(!k.rows_check.empty());
               }
             c.training = false;
-            const LayerPlan inf = make_plan(c, {path});
+            const LayerPlan inf = make_plan(c, {path, AttnMask::Inline});
             for (const auto& k : inf.kernels) CHECK_MESSAGE(k.pass == Pass::Forward, k.name);
             CHECK(inf.kernels.size() == (pre_ln ? 5u : 4u));
             CHECK(kernel_names(inf) == std::vector<std::string>(want.begin(), want.begin() + (pre_ln ? 5 : 4)));
             CHECK(inf.bias_grad_in_gemm == (t != DType::F32));
             CHECK(inf.saved.empty());
           }
-  // The recompute kernels sit where backward needs them.
+  // The recompute kernel sits where backward needs it.
   for (DType t : {DType::F16, DType::F32}) {
     CAPTURE(dtype_name(t));
     const LayerPlan all = unfused_plan(with_dtype(with_flags(bert_large(), kAllFlags), t));
@@ -441,8 +451,6 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
         if (all.kernels[i].name == n) return static_cast<int>(i);
       return -1;
     };
-    CHECK(index("gelu_recompute") >= 0);
-    CHECK(index("gelu_recompute") == index("bias_gelu_bwd") - 1);
     CHECK(index("attn_dropout_recompute") >= 0);
     CHECK(index("attn_dropout_recompute") == index("attn_softmax_dropout_bwd") - 1);
   }
@@ -455,6 +463,9 @@ TEST_CASE("fp16/bf16 take bias gradients from the wgrad GEMM epilogue, fp32 from
       CAPTURE(f);
       LayerConfig c = with_flags(bert_large(), f);
       c.pre_layer_norm = pre_ln;
+      // gelu_checkpoint (in kAllFlags): the GELU backward also rebuilds GELU(h).
+      const std::string regelu = f & kGeluCkpt ? ", true>" : ">";
+      const std::string regelu_text = f & kGeluCkpt ? " + GELU(h) recomputed for the output_w gradient" : "";
       // fp16 / bf16: no bias partials, no bias reducers; the LayerNorm gamma/beta reducer stays.
       for (DType t : {DType::F16, DType::BF16}) {
         CAPTURE(dtype_name(t));
@@ -477,8 +488,8 @@ TEST_CASE("fp16/bf16 take bias gradients from the wgrad GEMM epilogue, fp32 from
         CHECK(ffn.pass == Pass::Backward);
         CHECK(ffn.grid == GridKind::RowTiles);
         const KernelInfo& gelu = *p.find_kernel("bias_gelu_bwd");
-        CHECK(gelu.instantiation == "bias_gelu_bwd_impl<kInter, false>");
-        CHECK(gelu.fuses == "GELU backward (inter_b gradient in the wgrad GEMM epilogue)");
+        CHECK(gelu.instantiation == "bias_gelu_bwd_impl<kInter, false" + regelu);
+        CHECK(gelu.fuses == "GELU backward (inter_b gradient in the wgrad GEMM epilogue)" + regelu_text);
         CHECK(p.find_kernel("bias_gelu_fwd")->instantiation == "bias_gelu_fwd_impl<kInter, false>");
         // Hidden dropout off (ratio 0): nothing is left for the mask kernels to do.
         LayerConfig nd = with_dtype(c, t);
@@ -489,7 +500,7 @@ TEST_CASE("fp16/bf16 take bias gradients from the wgrad GEMM epilogue, fp32 from
         CHECK_FALSE(has_kernel(q, "dropout_bias_grad_attn_out"));
         for (const char* k : kBiasReduceKernels) CHECK_MESSAGE(!has_kernel(q, k), k);
         for (const auto& k : q.kernels) CHECK_MESSAGE(k.op != "dropout_bias_grad", k.name);
-        CHECK(q.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_impl<kInter, false>");
+        CHECK(q.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_impl<kInter, false" + regelu);
         // Nor in inference, which has no backward at all.
         nd = with_dtype(c, t);
         nd.training = false;
@@ -512,8 +523,8 @@ TEST_CASE("fp16/bf16 take bias gradients from the wgrad GEMM epilogue, fp32 from
               "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput, true>");
         CHECK(p.find_kernel("dropout_bias_grad_ffn_out")->fuses == hd + "output_b bias-gradient partials");
         CHECK(p.find_kernel("dropout_bias_grad_attn_out")->fuses == hd + "attn_ob bias-gradient partials");
-        CHECK(p.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_impl<kInter, true>");
-        CHECK(p.find_kernel("bias_gelu_bwd")->fuses == "GELU backward + inter_b bias-gradient partials");
+        CHECK(p.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_impl<kInter, true" + regelu);
+        CHECK(p.find_kernel("bias_gelu_bwd")->fuses == "GELU backward + inter_b bias-gradient partials" + regelu_text);
         CHECK(p.find_kernel("bias_gelu_fwd")->instantiation == "bias_gelu_fwd_impl<kInter, false>");
         const KernelInfo& qkv = *p.find_kernel("bias_grad_qkv");
         CHECK(qkv.op == "dropout_bias_grad");
@@ -582,12 +593,14 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
   const Row rows[] = {
       {kNoFlag, no_flag, kNoFlagTotal},
       {kAttnCkpt, without(no_flag, {"attn_probs_dropped"}), kNoFlagTotal - kScores},                  // 272 MiB
-      {kInvertible, without(no_flag, {"attn_residual", "ln_norm_mean", "ln_attn_mean"}), kNoFlagTotal - kH - 2 * kStat},
+      // normalize_invertible: the attn LayerNorm's input and mean; Pre-LN's first LayerNorm keeps
+      // its mean/rstd instead of its output (backward re-runs it from the caller's input).
+      {kInvertible, without(no_flag, {"attn_residual", "ln_norm_out", "ln_attn_mean"}), kNoFlagTotal - 2 * kH - kStat},
       {kGeluCkpt, without(no_flag, {"ffn_gelu_out"}), kNoFlagTotal - kI},                              // 240.1 MiB
-      {kAllFlags, without(no_flag, {"attn_probs_dropped", "attn_residual", "ln_norm_mean", "ln_attn_mean", "ffn_gelu_out"}),
-       201392128},                                                                                      // 192.06 MiB
+      {kAllFlags, without(no_flag, {"attn_probs_dropped", "attn_residual", "ln_norm_out", "ln_attn_mean", "ffn_gelu_out"}),
+       184647680},                                                                                      // 176.09 MiB
   };
-  static_assert(kNoFlagTotal - kScores - kH - 2 * kStat - kI == 201392128);
+  static_assert(kNoFlagTotal - kScores - 2 * kH - kStat - kI == 184647680);
   const LayerPlan base = unfused_plan(bert_large());
   for (const auto& r : rows) {
     CAPTURE(r.flags);
@@ -609,7 +622,8 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
 
   // Fused attention (the default for this fp16 layer): attn_lse [B, heads, S] fp32 replaces P and
   // dropout(P), plus the dropout keep mask as bits (attn_dropout_bits [B, heads, S, ceil(S/32)]
-  // uint32), which attn_dropout_checkpoint drops (backward then regenerates the mask with Philox).
+  // uint32), which attn_dropout_checkpoint drops (attn_dropout_bits_bwd rewrites them into the
+  // workspace in backward instead).
   const Saved fused_no_flag = [&] {
     Saved s = without(no_flag, {"attn_probs", "attn_probs_dropped"});
     s["attn_lse"] = kLse;
@@ -621,14 +635,14 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
   const Row fused_rows[] = {
       {kNoFlag, fused_no_flag, kFusedTotal},
       {kAttnCkpt, without(fused_no_flag, {"attn_dropout_bits"}), kFusedTotal - kBits},  // 240.62 MiB
-      {kInvertible, without(fused_no_flag, {"attn_residual", "ln_norm_mean", "ln_attn_mean"}), kFusedTotal - kH - 2 * kStat},
+      {kInvertible, without(fused_no_flag, {"attn_residual", "ln_norm_out", "ln_attn_mean"}), kFusedTotal - 2 * kH - kStat},
       {kGeluCkpt, without(fused_no_flag, {"ffn_gelu_out"}), kFusedTotal - kI},
       {kAllFlags,
-       without(fused_no_flag, {"attn_dropout_bits", "attn_residual", "ln_norm_mean", "ln_attn_mean", "ffn_gelu_out"}),
-       168361984},  // 160.56 MiB
+       without(fused_no_flag, {"attn_dropout_bits", "attn_residual", "ln_norm_out", "ln_attn_mean", "ffn_gelu_out"}),
+       151617536},  // 144.59 MiB
   };
   static_assert(kFusedTotal - kBits == 252313600);
-  static_assert(kFusedTotal - kBits - kH - 2 * kStat - kI == 168361984);
+  static_assert(kFusedTotal - kBits - 2 * kH - kStat - kI == 151617536);
   CHECK(make_plan(bert_large()).fused_attention == (std::getenv("DSKC_ATTENTION") == nullptr));  // the default
   for (const auto& r : fused_rows) {
     CAPTURE(r.flags);
@@ -652,6 +666,16 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
         CHECK(bits->bytes(bb, ss) == int64_t{bb} * 16 * ss * w * 4);
     } else {
       CHECK((r.flags & kAttnCkpt));
+    }
+    // attn_dropout_checkpoint moves the bits into the workspace (shared by all layers).
+    const auto ws_bits = std::find_if(p.workspace.begin(), p.workspace.end(),
+                                      [](const TensorInfo& w) { return w.name == "attn_dropout_bits"; });
+    CHECK((ws_bits != p.workspace.end()) == bool(r.flags & kAttnCkpt));
+    if (ws_bits != p.workspace.end()) {
+      CHECK(ws_bits->extent == Extent::HeadRowWords);
+      CHECK(ws_bits->bytes(64, 128) == kBits);
+      CHECK(p.workspace_bytes(64, 128) ==
+            fused_plan(with_flags(bert_large(), r.flags & ~kAttnCkpt)).workspace_bytes(64, 128) + kBits);
     }
     // Workspace: no score-sized tensors at all; the backward's D = rowsum(dO ⊙ O) instead.
     for (const auto& w : p.workspace) CHECK_MESSAGE(w.extent != Extent::Scores, w.name);
@@ -741,7 +765,8 @@ TEST_CASE("activation bytes scale with (batch, seq); attention rows pad seq to a
       const bool inv = f & kInvertible, adc = f & kAttnCkpt, gc = f & kGeluCkpt;
       // Per token: H-wide tensors, the 3H qkv, the I-wide FFN tensors (fp16), fp32 row stats;
       // unfused: 1 or 2 padded score rows per head; fused: one fp32 logsumexp per head.
-      const int64_t h_tensors = 3 + !inv, i_tensors = 1 + !gc, stats = 2 + 2 * !inv, score_tensors = 1 + !adc;
+      // normalize_invertible drops attn_residual, ln_norm_out and ln_attn_mean.
+      const int64_t h_tensors = inv ? 2 : 4, i_tensors = 1 + !gc, stats = inv ? 3 : 4, score_tensors = 1 + !adc;
       for (auto [b, s] : {std::pair{64, 128}, {1, 1}, {3, 51}, {7, 7}, {64, 127}, {2, 128}, {64, 9}}) {
         CAPTURE(fused);
         CAPTURE(f);
@@ -832,6 +857,218 @@ TEST_CASE("attention path: fp16/bf16 with head dim % 16 == 0 and <= 128 fuse; DS
   CHECK(emit(fused_plan(bert_large())).source != emit(unfused_plan(bert_large())).source);
 }
 
+TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_dropout_checkpoint, "
+          "attn_dropout_bits_fwd with DSKC_ATTN_MASK=kernel") {
+  auto index = [](const LayerPlan& p, const std::string& n) {
+    for (size_t i = 0; i < p.kernels.size(); ++i)
+      if (p.kernels[i].name == n) return static_cast<int>(i);
+    return -1;
+  };
+  auto in_workspace = [](const LayerPlan& p) {
+    return std::any_of(p.workspace.begin(), p.workspace.end(),
+                       [](const TensorInfo& w) { return w.name == "attn_dropout_bits"; });
+  };
+  const int64_t bits_bytes = int64_t{64} * 16 * 128 * 4 * 4;  // B·heads·S·ceil(S/32) words
+  for (AttnMask mask : {AttnMask::Inline, AttnMask::Kernel})
+    for (bool adc : {false, true}) {
+      const bool kernel = mask == AttnMask::Kernel;
+      CAPTURE(kernel);
+      CAPTURE(adc);
+      const LayerPlan p = fused_plan(with_flags(bert_large(), adc ? kAttnCkpt : kNoFlag), mask);
+      REQUIRE(p.fused_attention);
+      CHECK(p.attn_keep_bits);
+      CHECK(p.attn_keep_bits_saved == !adc);
+      CHECK(p.attn_mask_kernel == kernel);
+      CHECK(p.attn_fwd_stores_bits() == (!adc && !kernel));
+      // The bits are saved (2 MiB per layer here) or, with the flag, a workspace tensor.
+      CHECK((p.find_saved("attn_dropout_bits") != nullptr) == !adc);
+      CHECK(in_workspace(p) == adc);
+      CHECK(p.activation_bytes() == fused_plan(bert_large()).activation_bytes() - (adc ? bits_bytes : 0));
+      // attn_dropout_bits_fwd right before attn_flash_fwd with DSKC_ATTN_MASK=kernel; with the flag
+      // attn_dropout_bits_bwd right before attn_flash_bwd_dkdv (after the D = rowsum(dO ⊙ O) kernel).
+      CHECK((index(p, "attn_dropout_bits_fwd") >= 0) == kernel);
+      CHECK((index(p, "attn_dropout_bits_bwd") >= 0) == adc);
+      if (kernel) CHECK(index(p, "attn_dropout_bits_fwd") == index(p, "attn_flash_fwd") - 1);
+      if (adc) CHECK(index(p, "attn_dropout_bits_bwd") == index(p, "attn_flash_bwd_dkdv") - 1);
+      CHECK(p.kernels.size() == fused_plan(bert_large()).kernels.size() + kernel + adc);
+      for (const char* name : {"attn_dropout_bits_fwd", "attn_dropout_bits_bwd"})
+        if (const KernelInfo* k = p.find_kernel(name)) {
+          CAPTURE(name);
+          CHECK(k->op == "attn_dropout_bits");
+          CHECK(k->pass == (std::string(name) == "attn_dropout_bits_fwd" ? Pass::Forward : Pass::Backward));
+          CHECK(k->params_type == "AttnDropoutBitsParams");
+          CHECK(k->instantiation == "attn_dropout_bits_impl");
+          CHECK(k->grid == GridKind::FlashTiles);
+          CHECK(k->block == 256);
+          CHECK(k->rows_per_block == 64);
+        }
+      // Constants: the forward stores bits only inline without the flag, loads them only with the kernel;
+      // the backward kernels always read them (no third constant, no Philox there).
+      const std::string h = emit_config_header(p);
+      CHECK(h.find(std::string("constexpr bool kAttnFwdStoresBits = ") + (!adc && !kernel ? "true;" : "false;")) !=
+            std::string::npos);
+      CHECK(h.find(std::string("constexpr bool kAttnFwdLoadsBits = ") + (kernel ? "true;" : "false;")) !=
+            std::string::npos);
+      CHECK(p.find_kernel("attn_flash_fwd")->instantiation ==
+            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits>");
+      CHECK(p.find_kernel("attn_flash_bwd_dkdv")->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>");
+    }
+  // Each setting is its own module (the cache key hashes the source): a module generated for one
+  // must never be loaded for another.
+  std::set<std::string> sources;
+  for (AttnMask mask : {AttnMask::Inline, AttnMask::Kernel})
+    for (unsigned f : {kNoFlag, kAttnCkpt}) sources.insert(emit(fused_plan(with_flags(bert_large(), f), mask)).source);
+  CHECK(sources.size() == 4);
+
+  // Without fused attention dropout (no ratio, inference, fp32, forced unfused) there are no bits
+  // and DSKC_ATTN_MASK=kernel changes nothing, down to the generated source.
+  LayerConfig nodrop = bert_large();
+  nodrop.attn_dropout_ratio = 0;
+  LayerConfig inference = bert_large();
+  inference.training = false;
+  for (const LayerConfig& c : {nodrop, with_flags(nodrop, kAttnCkpt), inference, with_dtype(bert_large(), DType::F32)}) {
+    const LayerPlan k = fused_plan(c, AttnMask::Kernel);
+    CHECK_FALSE(k.attn_keep_bits);
+    CHECK_FALSE(k.attn_mask_kernel);
+    CHECK(k.find_saved("attn_dropout_bits") == nullptr);
+    CHECK_FALSE(in_workspace(k));
+    CHECK(index(k, "attn_dropout_bits_fwd") < 0);
+    CHECK(index(k, "attn_dropout_bits_bwd") < 0);
+    CHECK(emit(k).source == emit(fused_plan(c, AttnMask::Inline)).source);
+  }
+  CHECK_FALSE(make_plan(bert_large(), {AttentionPath::Unfused, AttnMask::Kernel}).attn_keep_bits);
+
+  // DSKC_ATTN_MASK, read when the options leave the choice to it; a bad value is a config error.
+  auto from_env = [](const char* v) {
+    dskc_test::ScopedEnv env("DSKC_ATTN_MASK", v);
+    return make_plan(bert_large(), {AttentionPath::FusedWhereSupported});
+  };
+  CHECK_FALSE(from_env(nullptr).attn_mask_kernel);
+  CHECK_FALSE(from_env("").attn_mask_kernel);
+  CHECK_FALSE(from_env("inline").attn_mask_kernel);
+  CHECK(from_env("kernel").attn_mask_kernel);
+  CHECK(from_env("kernel").find_kernel("attn_dropout_bits_fwd") != nullptr);
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "kernel");
+    CHECK_FALSE(make_plan(bert_large(), {AttentionPath::FusedWhereSupported, AttnMask::Inline}).attn_mask_kernel);
+  }
+  for (const char* bad : {"Kernel", "philox", "kernel "}) {
+    CAPTURE(bad);
+    dskc_test::ScopedEnv env("DSKC_ATTN_MASK", bad);
+    const std::string m = error_of([] { make_plan(bert_large()); }, ErrorKind::Config);
+    CHECK(m.find(std::string("DSKC_ATTN_MASK=") + bad + ":") != std::string::npos);
+    CHECK(m.find("\"inline\"") != std::string::npos);
+    CHECK(m.find("\"kernel\"") != std::string::npos);
+    CHECK(error_of([] { attn_mask_from_env(); }, ErrorKind::Config) == m);
+    // Validated even where it would not matter (like DSKC_ATTENTION): a typo never passes silently.
+    error_of([] { make_plan(with_dtype(bert_large(), DType::F32)); }, ErrorKind::Config);
+  }
+}
+
+TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_dkdvdq with an fp32 dQ "
+          "accumulator in the workspace") {
+  // The deterministic list with attn_flash_bwd_dkdv + attn_flash_bwd_dq replaced by the one kernel,
+  // for every dtype / LN placement / memory flag / dropout combination that fuses.
+  for (DType t : {DType::F16, DType::BF16})
+    for (bool pre_ln : {true, false})
+      for (unsigned f = 0; f <= kAllFlags; ++f)
+        for (double attn_drop : {0.1, 0.0})
+          for (double hidden_drop : {0.1, 0.0}) {
+            CAPTURE(dtype_name(t));
+            CAPTURE(pre_ln);
+            CAPTURE(f);
+            CAPTURE(attn_drop);
+            CAPTURE(hidden_drop);
+            LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
+            c.pre_layer_norm = pre_ln;
+            c.attn_dropout_ratio = attn_drop;
+            c.hidden_dropout_ratio = hidden_drop;
+            const LayerPlan det = fused_plan(c);
+            c.stochastic_mode = true;
+            const LayerPlan sto = fused_plan(c);
+            REQUIRE(sto.fused_attention);
+            CHECK_FALSE(det.attn_dq_atomic);
+            CHECK(sto.attn_dq_atomic);
+            std::vector<std::string> want = kernel_names(det);
+            const auto dkdv = std::find(want.begin(), want.end(), "attn_flash_bwd_dkdv");
+            REQUIRE(dkdv != want.end());
+            REQUIRE(*(dkdv + 1) == "attn_flash_bwd_dq");
+            *dkdv = "attn_flash_bwd_dkdvdq";
+            want.erase(dkdv + 1);
+            CHECK(kernel_names(sto) == want);
+            // The zeroing rides on attn_flash_bwd_dot; the single pass reads the same bits.
+            CHECK(det.find_kernel("attn_flash_bwd_dot")->instantiation == "attn_flash_bwd_dot_impl<T>");
+            CHECK(sto.find_kernel("attn_flash_bwd_dot")->instantiation == "attn_flash_bwd_dot_impl<T, kDqAtomic>");
+            CHECK(sto.find_kernel("attn_flash_bwd_dot")->fuses.find("zeroes the fp32 dQ accumulator") !=
+                  std::string::npos);
+            const KernelInfo* k = sto.find_kernel("attn_flash_bwd_dkdvdq");
+            const KernelInfo* d = det.find_kernel("attn_flash_bwd_dkdv");
+            CHECK(k->op == "attn_flash_bwd");
+            CHECK(k->pass == Pass::Backward);
+            CHECK(k->params_type == "AttnFlashBwdParams");
+            CHECK(k->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqAtomic>");
+            CHECK(d->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>");
+            CHECK(k->grid == GridKind::FlashTiles);
+            CHECK(k->block == d->block);
+            CHECK(k->rows_per_block == d->rows_per_block);
+            CHECK(k->shape_check == d->shape_check);
+            CHECK(k->rows_check == d->rows_check);
+            CHECK(k->fuses.find("atomics") != std::string::npos);
+            CHECK(k->fuses.find("no atomics") == std::string::npos);
+            CHECK(d->fuses.find("no atomics") != std::string::npos);
+            if (const KernelInfo* rb = sto.find_kernel("attn_dropout_bits_bwd"))
+              CHECK(rb->fuses.find("attn_flash_bwd_dkdvdq") != std::string::npos);
+            // No activation memory: the accumulator and the tickets are workspace (shared by layers).
+            CHECK(sto.activation_bytes() == det.activation_bytes());
+            CHECK(sto.saved.size() == det.saved.size());
+            CHECK(sto.workspace_bytes(64, 128) ==
+                  det.workspace_bytes(64, 128) + int64_t{64} * 128 * 1024 * 4 + int64_t{64} * 16 * 4);
+            // Bytes at (batch 3, seq 51): fp32 [B, S, H] and one u32 per (batch, head).
+            for (auto [name, shape, bytes] : {std::tuple{"attn_dq_acc", "[B, S, H] fp32", int64_t{3} * 51 * 1024 * 4},
+                                              {"attn_dq_tickets", "[B, heads] u32", int64_t{3} * 16 * 4}}) {
+              CAPTURE(name);
+              const auto w = std::find_if(sto.workspace.begin(), sto.workspace.end(),
+                                          [&](const TensorInfo& x) { return x.name == name; });
+              REQUIRE(w != sto.workspace.end());
+              CHECK(w->shape == shape);
+              CHECK(w->elem_bytes == 4);
+              CHECK(w->bytes(3, 51) == bytes);
+              CHECK(!w->why.empty());
+              CHECK(std::none_of(det.workspace.begin(), det.workspace.end(),
+                                 [&](const TensorInfo& x) { return x.name == name; }));
+            }
+          }
+  // Head dim 128: the single pass keeps the dK/dV kernel's 2-warp, 32-key tiles.
+  LayerConfig d128 = bert_large();
+  d128.heads = 8;
+  d128.stochastic_mode = true;
+  const KernelInfo* k128 = fused_plan(d128).find_kernel("attn_flash_bwd_dkdvdq");
+  REQUIRE(k128);
+  CHECK(k128->block == 64);
+  CHECK(k128->rows_per_block == 32);
+  // Nothing changes where the fused backward does not run: fp32, the unfused path, inference.
+  LayerConfig inference = bert_large();
+  inference.training = false;
+  const std::pair<LayerConfig, AttentionPath> same[] = {
+      {with_dtype(bert_large(), DType::F32), AttentionPath::FusedWhereSupported},
+      {bert_large(), AttentionPath::Unfused},
+      {inference, AttentionPath::FusedWhereSupported}};
+  for (const auto& [base, path] : same) {
+    LayerConfig c = base;
+    c.stochastic_mode = true;
+    const LayerPlan sto = make_plan(c, {path, AttnMask::Inline}), det = make_plan(base, {path, AttnMask::Inline});
+    CHECK_FALSE(sto.attn_dq_atomic);
+    CHECK(kernel_names(sto) == kernel_names(det));
+    CHECK(sto.workspace_bytes(64, 128) == det.workspace_bytes(64, 128));
+  }
+  // The default module is the deterministic two-kernel backward: no kDqAtomic instantiation in its
+  // kernel wrappers (the template text itself is inlined either way).
+  const std::string det_src = emit(fused_plan(bert_large())).source;
+  const std::string kernels_part = det_src.substr(det_src.find("// ================ kernels ================"));
+  CHECK(kernels_part.find("kDqAtomic") == std::string::npos);
+  CHECK(kernels_part.find("attn_flash_bwd_dq_impl<T, kAttnDropoutOn>(p);") != std::string::npos);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Every template compiles on its own (SPEC §3, STYLE "Every template is compiled through NVRTC for
 // sm_80 and sm_90"). The translation unit includes only the generated constants and the file;
@@ -849,7 +1086,11 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     // no fused attention, so its attn_flash_* templates compile with no kernel instantiating them.
     const LayerPlan plan = fused_plan(with_dtype(c, t));
     const LayerPlan plan_unfused = unfused_plan(with_dtype(c, t));
-    const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source;
+    LayerConfig cs = with_dtype(c, t);
+    cs.stochastic_mode = true;
+    const LayerPlan plan_stochastic = fused_plan(cs);
+    const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
+                      module_stochastic = emit(plan_stochastic).source;
     const auto headers = template_headers(plan);
     for (const auto& tpl : embedded_templates()) {
       // The BERT model's own kernels (templates/model/) have their own config header and their
@@ -872,7 +1113,12 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_unfused, k.name);
             wrapped.push_back(k.name);
           }
-        const bool flash = tpl.path.rfind("attn_flash", 0) == 0;
+        for (const auto& k : plan_stochastic.kernels)  // attn_flash_bwd_dkdvdq
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_stochastic, k.name);
+            wrapped.push_back(k.name);
+          }
+        const bool flash = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh";
         CHECK_MESSAGE((!wrapped.empty() || (flash && t == DType::F32)),
                       tpl.path << " is used by no kernel of a plan with every flag");
         if (!wrapped.empty()) ops_seen.insert(tpl.path);
@@ -885,7 +1131,7 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         try {
           m = nvrtc_compile(tu, "standalone_" + tpl.path, {arch, EmitKind::Cubin, {}}, headers);
         } catch (const Error& e) {
-          FAIL_CHECK(e.what());
+          FAIL_CHECK(std::string(e.what()));
           continue;
         }
         CHECK(!m.image.empty());
@@ -1056,6 +1302,7 @@ struct ModuleCase {
   bool tanh = false;
   bool stochastic = false;
   bool unfused = false;  // force the unfused attention path (fp16/bf16 would fuse where supported)
+  bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd + attn_flash_fwd reading bits
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -1074,7 +1321,8 @@ void compile_module(const ModuleCase& mc) {
   c.stochastic_mode = mc.stochastic;
   INFO(std::string(mc.arch) << " " << to_json_text(c, -1));
   const LayerPlan plan =
-      make_plan(c, {mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported});
+      make_plan(c, {mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
+                    mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline});
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -1179,6 +1427,15 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .flags = kGeluCkpt, .inter = 1030},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F32, .arch = "sm_90", .pre_ln = false, .inter = 1025},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .stochastic = true},
+      // stochastic_mode's single-pass attention backward (attn_flash_bwd_dkdvdq) at head dims 16,
+      // 32, 80, 128, both archs, bf16, without attention dropout and with attn_dropout_checkpoint
+      // (attn_dropout_bits_bwd before it) or DSKC_ATTN_MASK=kernel.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .stochastic = true},
+      {.hidden = 1024, .heads = 8, .seq = 512, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .stochastic = true},
+      {.hidden = 1024, .heads = 8, .seq = 381, .dtype = BF16, .arch = "sm_90", .attn_drop = 0, .stochastic = true},
+      {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .flags = kAllFlags, .stochastic = true},
+      {.hidden = 1024, .heads = 32, .seq = 51, .dtype = BF16, .arch = "sm_80", .stochastic = true, .mask_kernel = true},
+      {.hidden = 2560, .heads = 32, .seq = 127, .dtype = F16, .arch = "sm_90", .flags = kGeluCkpt, .stochastic = true},
       // The unfused attention path of layers that would fuse (DSKC_ATTENTION=unfused).
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .unfused = true},
       {.hidden = 2560, .heads = 20, .seq = 509, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .unfused = true},
@@ -1190,6 +1447,11 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       // attn_dropout_checkpoint) at head dims 128 and 16 on the other arch than above.
       {.hidden = 1024, .heads = 8, .seq = 381, .dtype = F16, .arch = "sm_90"},
       {.hidden = 256, .heads = 16, .seq = 33, .dtype = BF16, .arch = "sm_80", .pre_ln = false},
+      // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd and the forward reading the bits, with the keep
+      // bits saved (d 64, 32) and with attn_dropout_checkpoint (both bits kernels; d 128).
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},
+      {.hidden = 256, .heads = 8, .seq = 33, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .mask_kernel = true},
+      {.hidden = 1024, .heads = 8, .seq = 381, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .mask_kernel = true},
   };
   for (const auto& c : cases) compile_module(c);
 }

@@ -124,6 +124,20 @@ TEST_CASE("fp16 with dropout: overlapped buckets give exactly the --delay_allred
   }
   CHECK(a.back().loss < a.front().loss);
 
+  // Layer gradients all-reduced in place (default, one micro-batch per step) vs every gradient
+  // through the fp32 -> fp16 staging copy: the same fp16 sums, so the same bits.
+  CHECK(contains(overlap.output, "all-reduce each layer's gradients in place"));
+  RunResult staged = j.launch(29649, "staged", 10, "", "DSKC_TEST_ALLREDUCE=staged");
+  INFO(staged.output);
+  REQUIRE(staged.exit_code == 0);
+  CHECK(!contains(staged.output, "in place"));
+  const auto s = read_metrics(j.dir / "staged/metrics.csv");
+  REQUIRE(s.size() == 10);
+  for (size_t i = 0; i < s.size(); ++i) {
+    CHECK(s[i].loss == a[i].loss);
+    CHECK(s[i].grad_norm == a[i].grad_norm);
+  }
+
   // "fp32_allreduce": true sums the same gradients in fp32: the same curve up to rounding.
   Job j32(true, 0.1, R"("fp32_allreduce": true)");
   RunResult f32 = j32.launch(29648, "f32", 10);

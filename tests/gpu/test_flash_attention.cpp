@@ -4,9 +4,13 @@
 // every gradient. Built for debugging on a GPU run: on any failure (and always for the first case)
 // it prints per-tensor max abs / normwise relative errors and the first mismatching element as
 // (b, head, row, col), so one run tells where the kernels go wrong. With attention dropout the
-// fused forward saves the keep mask as bits (checked against the Philox rule) and the backward
-// reads them; with attn_dropout_checkpoint (Case::adc) the backward regenerates the mask instead,
-// and both variants must give bitwise identical results.
+// backward reads the keep mask as bits (checked against the Philox rule): saved by the forward, or
+// with attn_dropout_checkpoint (Case::adc) rewritten in backward by attn_dropout_bits_bwd; with
+// DSKC_ATTN_MASK=kernel (Case::mask_kernel) attn_dropout_bits_fwd writes them before attn_flash_fwd,
+// which reads them. All four variants must give bitwise identical results.
+// stochastic_mode (Case::stochastic) runs the single-pass backward attn_flash_bwd_dkdvdq (dQ by fp32
+// atomics): the same checks against the unfused path and the reference, and against the default
+// mode's backward on the same GEMM results (forward, dK, dV bitwise; dQ to rounding).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <map>
 
 #include "gpu_util.h"
+#include "test_util.h"
 #include "runtime/context.h"
 #include "runtime/cpu_reference.h"
 #include "runtime/host_float.h"
@@ -35,7 +40,9 @@ struct Case {
   bool pre_ln;
   double attn_p;
   bool mask;
-  bool adc = false;  // attn_dropout_checkpoint: backward regenerates the mask instead of reading the saved bits
+  bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
+  bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
+  bool stochastic = false;   // stochastic_mode: attn_flash_bwd_dkdvdq instead of attn_flash_bwd_dkdv + _dq
 };
 
 LayerConfig config_of(const Case& k) {
@@ -54,21 +61,27 @@ LayerConfig config_of(const Case& k) {
   c.bf16 = k.dtype == DType::BF16;
   c.pre_layer_norm = k.pre_ln;
   c.attn_dropout_checkpoint = k.adc;
+  c.stochastic_mode = k.stochastic;
   return c;
 }
 
 struct Result {
   std::vector<float> out, dx, ctx, dqkv, lse;
-  std::vector<uint32_t> bits;  // attn_dropout_bits when the plan saves them
+  std::vector<uint32_t> bits;  // attn_dropout_bits as the backward read them (saved or workspace)
   std::map<std::string, std::vector<float>> grads;
-  bool fused = false, saves_bits = false;
+  bool fused = false, saves_bits = false, dq_atomic = false;
 };
 
+// mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
+// GEMM autotuning (off to compare the two modes' attention backward on identical GEMM results).
 Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::map<std::string, std::vector<float>>& params,
-           const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S) {
+           const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S,
+           const char* mask_src = "inline", bool gemm_autotune = true) {
   LayerOptions opt;
   opt.attention = path;
   opt.layer_id = 2;
+  opt.gemm_autotune = gemm_autotune;
+  const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
   TransformerLayer layer(ctx, c, opt);
   layer.set_params(params);
   const DType t = c.dtype();
@@ -84,14 +97,15 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.out = download(ctx, yb.ptr(), n, t);
   r.ctx = download(ctx, layer.tensor("attn_context"), rows * H, t);
   if (r.fused) r.lse = download(ctx, layer.tensor("attn_lse"), rows * c.heads, DType::F32);
-  r.saves_bits = layer.plan().attn_dropout_bits;
-  if (r.saves_bits) {
+  r.saves_bits = layer.plan().attn_keep_bits_saved;
+  r.dq_atomic = layer.plan().attn_dq_atomic;
+  layer.backward(dyb.ptr(), dxb.ptr());
+  if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
     const size_t words = rows * c.heads * ((S + 31) / 32);
     const std::vector<float> raw = download(ctx, layer.tensor("attn_dropout_bits"), words, DType::F32);  // 4-byte copies
     r.bits.resize(words);
     std::memcpy(r.bits.data(), raw.data(), words * 4);
   }
-  layer.backward(dyb.ptr(), dxb.ptr());
   r.dx = download(ctx, dxb.ptr(), n, t);
   r.dqkv = download(ctx, layer.tensor("grad_qkv"), rows * 3 * H, t);
   r.grads = layer.get_grads();
@@ -168,15 +182,19 @@ void check_case(const Case& k, bool verbose) {
   for (auto* v : {&x, &dy, &mask})
     for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
 
-  const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S);
+  const Result f =
+      run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, k.mask_kernel ? "kernel" : "inline");
   const Result u = run(ctx, c, AttentionPath::Unfused, params, x, mask, dy, B, S);
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
+  CHECK(f.dq_atomic == k.stochastic);
+  CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
+  CHECK(f.bits.empty() == (k.attn_p == 0));
   CHECK_FALSE(u.saves_bits);
 
-  // The saved keep bits are the Philox mask of (layer 2, step 11), zero past S.
-  if (f.saves_bits) {
+  // The keep bits are the Philox mask of (layer 2, step 11), zero past S.
+  if (!f.bits.empty()) {
     const dskc_rng::DropoutKey key{c.seed, 2, 11};
     const uint32_t thr = dskc_rng::dropout_threshold(c.attn_dropout_ratio);
     const int W = (S + 31) / 32;
@@ -190,7 +208,7 @@ void check_case(const Case& k, bool verbose) {
                       static_cast<unsigned long long>(row / S), static_cast<unsigned long long>(row % S), j, int(bit),
                       int(want));
       }
-    CHECK_MESSAGE(bad == 0, bad << " saved keep bits disagree with the Philox mask");
+    CHECK_MESSAGE(bad == 0, bad << " keep bits disagree with the Philox mask");
   }
 
   // CPU reference (double) and a plain same-precision CPU implementation (every stored tensor rounded).
@@ -275,8 +293,8 @@ void check_case(const Case& k, bool verbose) {
     CHECK_MESSAGE(ok, part[p] << ": fused vs unfused normwise rel " << dq_fu[p].rel);
   }
   if (verbose || !layer_ok || !ctx_ok || !lse_ok || !dqkv_ok) {
-    std::printf("== %s (B %d, S %d, H %d, heads %d, d %d, %s, attn_p %.2f%s)\n", k.name, B, S, H, NH, d, dtype_name(t),
-                k.attn_p, k.mask ? ", masked" : "");
+    std::printf("== %s (B %d, S %d, H %d, heads %d, d %d, %s, attn_p %.2f%s%s)\n", k.name, B, S, H, NH, d,
+                dtype_name(t), k.attn_p, k.mask ? ", masked" : "", k.stochastic ? ", stochastic_mode" : "");
     print("context fused vs ref", ctx_f);
     print("context unfused vs ref", ctx_u);
     print("context plain-CPU vs ref", ctx_p);
@@ -305,16 +323,18 @@ TEST_CASE("fused attention: sequence lengths 1, 7, 33, 381, 509 (partial tiles)"
   check_case({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true}, false);
 }
 
-// The same layer and inputs with and without attn_dropout_checkpoint: the backward reading the
-// forward's keep bits and the backward regenerating the mask with Philox give bitwise identical
-// outputs and gradients.
-void check_bits_vs_regenerated(const Case& k) {
+// The same layer and inputs with the keep bits from every source: saved by attn_flash_fwd (no flag,
+// DSKC_ATTN_MASK=inline), rewritten in backward by attn_dropout_bits_bwd (attn_dropout_checkpoint),
+// written by attn_dropout_bits_fwd and read by attn_flash_fwd (DSKC_ATTN_MASK=kernel), and both.
+// The mask is the same, so outputs, gradients and the bits are bitwise identical.
+void check_keep_bit_sources(const Case& k) {
   Case kr = k;
   kr.adc = true;
   const LayerConfig c = config_of(k), cr = config_of(kr);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size;
-  INFO("case " << k.name << ": saved keep bits vs regenerated mask, B=" << B << " S=" << S << " " << dtype_name(t));
+  INFO("case " << k.name << ": keep bits saved vs rewritten vs from attn_dropout_bits_fwd, B=" << B << " S=" << S
+               << " " << dtype_name(t));
   Context ctx;
   auto params = init_layer_params(c, 6);
   for (auto& [name, v] : params)
@@ -323,34 +343,44 @@ void check_bits_vs_regenerated(const Case& k) {
   std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
   for (auto* v : {&x, &dy})
     for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
-  const Result a = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S);
-  const Result r = run(ctx, cr, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S);
+  const Result a = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, "inline");
   REQUIRE(a.fused);
-  REQUIRE(r.fused);
   CHECK(a.saves_bits);
-  CHECK_FALSE(r.saves_bits);
-  CHECK(a.out == r.out);
-  CHECK(a.ctx == r.ctx);
-  CHECK(a.lse == r.lse);
-  CHECK(a.dqkv == r.dqkv);
-  CHECK(a.dx == r.dx);
-  for (const auto& [name, v] : a.grads) CHECK_MESSAGE(r.grads.at(name) == v, name);
+  REQUIRE_FALSE(a.bits.empty());
+  for (bool adc : {false, true})
+    for (const char* mask_src : {"inline", "kernel"}) {
+      if (!adc && std::string(mask_src) == "inline") continue;  // a itself
+      INFO((adc ? "attn_dropout_checkpoint" : "no flag") << ", DSKC_ATTN_MASK=" << mask_src << " vs no flag, inline");
+      const Result r = run(ctx, adc ? cr : c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, mask_src);
+      REQUIRE(r.fused);
+      CHECK(r.saves_bits == !adc);
+      CHECK(a.bits == r.bits);
+      CHECK(a.out == r.out);
+      CHECK(a.ctx == r.ctx);
+      CHECK(a.lse == r.lse);
+      CHECK(a.dqkv == r.dqkv);
+      CHECK(a.dx == r.dx);
+      for (const auto& [name, v] : a.grads) CHECK_MESSAGE(r.grads.at(name) == v, name);
+    }
 }
 
-TEST_CASE("fused attention: saved keep bits vs attn_dropout_checkpoint (mask regenerated), bitwise and vs reference") {
+TEST_CASE("fused attention: keep bits saved, rewritten (attn_dropout_checkpoint), from attn_dropout_bits_fwd "
+          "(DSKC_ATTN_MASK=kernel): bitwise equal, and vs reference") {
   dskc_test::require_gpu();
-  check_bits_vs_regenerated({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, false});
-  check_bits_vs_regenerated({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false});
-  check_bits_vs_regenerated({"d32-s7", 2, 8, 7, 128, 4, DType::BF16, false, 0.1, false});
-  check_bits_vs_regenerated({"d64-s33", 2, 40, 33, 256, 4, DType::F16, true, 0.2, false});
-  check_bits_vs_regenerated({"d64-s127", 2, 128, 127, 256, 4, DType::F16, true, 0.3, false});
-  check_bits_vs_regenerated({"d80-s381", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, false});
-  check_bits_vs_regenerated({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, false});
-  check_bits_vs_regenerated({"d128-s200", 2, 256, 200, 256, 2, DType::F16, true, 0.1, false});
-  // The regenerating variant against the unfused path and the CPU reference as well.
+  check_keep_bit_sources({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, false});
+  check_keep_bit_sources({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false});
+  check_keep_bit_sources({"d32-s7", 2, 8, 7, 128, 4, DType::BF16, false, 0.1, false});
+  check_keep_bit_sources({"d64-s33", 2, 40, 33, 256, 4, DType::F16, true, 0.2, false});
+  check_keep_bit_sources({"d64-s127", 2, 128, 127, 256, 4, DType::F16, true, 0.3, false});
+  check_keep_bit_sources({"d80-s381", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, false});
+  check_keep_bit_sources({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, false});
+  check_keep_bit_sources({"d128-s200", 2, 256, 200, 256, 2, DType::F16, true, 0.1, false});
+  // The other sources against the unfused path and the CPU reference as well.
   check_case({"d64-s127-adc", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, true}, false);
   check_case({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true}, false);
   check_case({"d128-s200-adc", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, true}, false);
+  check_case({"d64-s127-kernel", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, false, true}, false);
+  check_case({"d80-s381-kernel-adc", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, true, true, true}, false);
 }
 
 TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
@@ -360,4 +390,97 @@ TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
   check_case({"d80", 2, 100, 99, 160, 2, DType::F16, false, 0.1, true}, false);
   check_case({"d96", 1, 160, 131, 192, 2, DType::BF16, true, 0.0, true}, false);
   check_case({"d128", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true}, false);
+}
+
+// stochastic_mode against the default mode on the same layer and inputs, with stochastic_mode's GEMM
+// autotuning off so both run the same GEMM algorithms: the forward is the same code (output,
+// context, logsumexp, keep bits bitwise equal) and attn_flash_bwd_dkdvdq computes dK, dV exactly as
+// attn_flash_bwd_dkdv (bitwise equal); only dQ differs, by the order in which the key tiles' fp32
+// shares are added, and with it the gradients computed from grad_qkv: attn_qkvw, attn_qkvb, the
+// input and, in Pre-LN, norm_w / norm_b (close: normwise relative difference within a few rounding
+// units of the dtype). Gradients computed before the attention backward are bitwise equal. A
+// second stochastic run gives the same again (its dQ differs from the first by rounding at most).
+void check_stochastic_vs_default(const Case& k) {
+  Case ks = k;
+  ks.stochastic = true;
+  const LayerConfig c = config_of(k), cs = config_of(ks);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
+  INFO("case " << k.name << ": stochastic_mode vs default, B=" << B << " S=" << S << " d=" << d << " "
+               << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
+  Context ctx;
+  auto params = init_layer_params(c, 8);
+  params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 79, 1.5f / std::sqrt(static_cast<float>(H)));
+  for (auto& [name, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 5), dy = dskc_test::randn(x.size(), 6);
+  std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
+  if (k.mask)
+    for (int b = 0; b < B; ++b)
+      for (int s = S - 1 - (3 * b + 1) % std::max(S, 1); s < S; ++s)
+        if (s > 0) mask[static_cast<size_t>(b) * S + s] = -10000.f;
+  for (auto* v : {&x, &dy, &mask})
+    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
+  const auto fused = AttentionPath::FusedWhereSupported;
+  const Result a = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false);
+  REQUIRE(a.fused);
+  REQUIRE_FALSE(a.dq_atomic);
+  const double tol = t == DType::BF16 ? 1e-2 : 2e-3;  // a few units of rounding (fp16 2^-11, bf16 2^-8)
+  double dqkv_norm = 0;
+  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
+  dqkv_norm = std::sqrt(dqkv_norm);
+  // Computed before the attention backward (the LayerNorm and FFN parameters, the output projection).
+  std::vector<std::string> before{"attn_ow", "attn_ob", "attn_nw",  "attn_nb",
+                                  "inter_w", "inter_b", "output_w", "output_b"};
+  if (!c.pre_layer_norm) before.insert(before.end(), {"norm_w", "norm_b"});
+  std::vector<double> dq_first;
+  for (int run_no = 0; run_no < 2; ++run_no) {
+    INFO("stochastic run " << run_no);
+    const Result s = run(ctx, cs, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false);
+    REQUIRE(s.dq_atomic);
+    CHECK(s.out == a.out);
+    CHECK(s.ctx == a.ctx);
+    CHECK(s.lse == a.lse);
+    CHECK(s.bits == a.bits);
+    size_t kv_diff = 0;
+    for (size_t r = 0; r < static_cast<size_t>(B) * S; ++r)
+      for (int col = H; col < 3 * H; ++col) kv_diff += s.dqkv[r * 3 * H + col] != a.dqkv[r * 3 * H + col];
+    CHECK_MESSAGE(kv_diff == 0, kv_diff << " dK/dV elements differ from the default mode's");
+    const Diff dq = diff(s.dqkv, a.dqkv, B, S, 3 * H, 0, H, d, 0, 0, dqkv_norm);
+    std::printf("  %s stochastic run %d: dQ vs default: max abs %.3e, rel %.3e (of the qkv gradient's norm)\n", k.name,
+                run_no, dq.max_abs, dq.rel);
+    CHECK_MESSAGE(dq.rel <= tol, "dQ: normwise rel difference " << dq.rel);
+    auto close = [&](const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
+      const auto e = dskc_test::compare(got, want);
+      CHECK_MESSAGE(e.rel <= tol, what << ": normwise rel difference " << e.rel << " from the default mode");
+    };
+    close("grad_input", s.dx, a.dx);
+    for (const auto& [name, v] : a.grads) {
+      if (std::find(before.begin(), before.end(), name) != before.end())
+        CHECK_MESSAGE(s.grads.at(name) == v, name << " (computed before the attention backward) differs");
+      else
+        close("grad_" + name, s.grads.at(name), v);
+    }
+  }
+}
+
+TEST_CASE("stochastic_mode: single-pass attention backward (attn_flash_bwd_dkdvdq) vs unfused vs CPU reference, "
+          "and vs the default mode") {
+  dskc_test::require_gpu();
+  // Against the unfused path and the reference: same tolerances as the default mode's cases above.
+  check_case({"d64-s128-sto", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true, false, false, true}, true);
+  check_case({"d64-s127-sto", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, false, false, true}, false);
+  check_case({"d64-s127-bf16-sto", 2, 128, 127, 256, 4, DType::BF16, false, 0.3, true, false, false, true}, false);
+  check_case({"d64-s1-sto", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false, false, false, true}, false);
+  check_case({"d32-s7-sto", 2, 8, 7, 128, 4, DType::BF16, false, 0.1, true, false, false, true}, false);
+  check_case({"d16-s57-sto", 2, 64, 57, 128, 8, DType::F16, true, 0.0, true, false, false, true}, false);
+  check_case({"d80-s381-adc-sto", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, true, true, false, true}, false);
+  check_case({"d32-s509-sto", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, false, false, true}, false);
+  check_case({"d128-s200-kernel-sto", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, false, true, true}, false);
+  // Against the default mode (GEMM autotuning off): fp16 and bf16, partial tiles, dropout on and off.
+  check_stochastic_vs_default({"d64-s127", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true});
+  check_stochastic_vs_default({"d64-s127-bf16", 2, 128, 127, 256, 4, DType::BF16, false, 0.3, true});
+  check_stochastic_vs_default({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true});
+  check_stochastic_vs_default({"d128-s200-nodrop", 2, 256, 200, 256, 2, DType::F16, true, 0.0, false});
+  check_stochastic_vs_default({"d16-s7", 2, 8, 7, 128, 8, DType::F16, false, 0.1, true});
 }

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "gpu_util.h"
+#include "test_util.h"
 #include "runtime/context.h"
 #include "runtime/host_tensor.h"
 #include "runtime/layer_params.h"
@@ -187,49 +188,57 @@ TEST_CASE("attention dropout keeps exactly the Philox-selected probabilities (fu
     }
 }
 
-TEST_CASE("fused attention saves exactly the Philox keep mask as bits; attn_dropout_checkpoint saves none") {
+// The keep bits as the backward reads them: saved by the forward (attn_flash_fwd, or with
+// DSKC_ATTN_MASK=kernel attn_dropout_bits_fwd), or under attn_dropout_checkpoint in the workspace,
+// written by attn_dropout_bits_bwd during backward.
+TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_dropout_checkpoint saves none") {
   dskc_test::require_gpu();
   Context ctx;
   for (int S : {96, 93, 64, 37, 33, 32, 1})
-    for (bool adc : {false, true}) {
-      INFO("seq " << S << (adc ? " attn_dropout_checkpoint" : " no flag"));
-      LayerConfig c = base_cfg(DType::F16, true);
-      c.attn_dropout_ratio = 0.3;
-      c.attn_dropout_checkpoint = adc;
-      TransformerLayer layer(ctx, c);
-      REQUIRE(layer.plan().fused_attention);
-      const TensorInfo* bits = layer.plan().find_saved("attn_dropout_bits");
-      CHECK(layer.plan().attn_dropout_bits == !adc);
-      CHECK((bits != nullptr) == !adc);
-      if (adc) continue;
-      layer.set_params(init_layer_params(c, 2));
-      const int B = 3, W = (S + 31) / 32;
-      const uint32_t step = 9;
-      const size_t n = static_cast<size_t>(B) * S * c.hidden_size;
-      DeviceBuffer x(ctx, n * 2), y(ctx, n * 2);
-      upload(ctx, x.ptr(), dskc_test::randn(n, 3), DType::F16);
-      layer.forward(x.ptr(), 0, y.ptr(), B, S, step);
-      const size_t words = static_cast<size_t>(B) * c.heads * S * W;
-      CHECK(bits->bytes(B, S) == static_cast<int64_t>(words * 4));
-      const std::vector<float> raw = download(ctx, layer.tensor("attn_dropout_bits"), words, DType::F32);  // 4-byte copies
-      std::vector<uint32_t> got(words);
-      std::memcpy(got.data(), raw.data(), words * 4);
-      const dskc_rng::DropoutKey key{c.seed, 0, step};
-      const uint32_t thr = dskc_rng::dropout_threshold(c.attn_dropout_ratio);
-      size_t bad = 0;
-      for (int b = 0; b < B; ++b)
-        for (int h = 0; h < c.heads; ++h)
-          for (int i = 0; i < S; ++i)
-            for (int j = 0; j < 32 * W; ++j) {
-              const uint64_t row = (static_cast<uint64_t>(b) * c.heads + h) * S + i;
-              const bool want = j < S && dskc_rng::dropout_keep(key, dskc_rng::kStreamAttnProbs, row * S + j, thr);
-              const bool bit = (got[row * W + j / 32] >> (j % 32)) & 1u;
-              if (bit != want && bad++ < 5)
-                std::printf("keep bit mismatch at (b %d, head %d, row %d, key %d): %d, Philox says %d\n", b, h, i, j,
-                            int(bit), int(want));
-            }
-      CHECK_MESSAGE(bad == 0, bad << " saved keep bits disagree with the Philox mask");
-    }
+    for (bool adc : {false, true})
+      for (const char* mask_src : {"inline", "kernel"}) {
+        INFO("seq " << S << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src);
+        LayerConfig c = base_cfg(DType::F16, true);
+        c.attn_dropout_ratio = 0.3;
+        c.attn_dropout_checkpoint = adc;
+        const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
+        TransformerLayer layer(ctx, c);
+        REQUIRE(layer.plan().fused_attention);
+        const TensorInfo* bits = layer.plan().find_saved("attn_dropout_bits");
+        CHECK(layer.plan().attn_keep_bits);
+        CHECK(layer.plan().attn_keep_bits_saved == !adc);
+        CHECK(layer.plan().attn_mask_kernel == (std::string(mask_src) == "kernel"));
+        CHECK((bits != nullptr) == !adc);
+        layer.set_params(init_layer_params(c, 2));
+        const int B = 3, W = (S + 31) / 32;
+        const uint32_t step = 9;
+        const size_t n = static_cast<size_t>(B) * S * c.hidden_size;
+        DeviceBuffer x(ctx, n * 2), y(ctx, n * 2), dy(ctx, n * 2), dx(ctx, n * 2);
+        upload(ctx, x.ptr(), dskc_test::randn(n, 3), DType::F16);
+        upload(ctx, dy.ptr(), dskc_test::randn(n, 4), DType::F16);
+        layer.forward(x.ptr(), 0, y.ptr(), B, S, step);
+        if (adc) layer.backward(dy.ptr(), dx.ptr());  // writes the workspace bits
+        const size_t words = static_cast<size_t>(B) * c.heads * S * W;
+        if (bits) CHECK(bits->bytes(B, S) == static_cast<int64_t>(words * 4));
+        const std::vector<float> raw = download(ctx, layer.tensor("attn_dropout_bits"), words, DType::F32);  // 4-byte copies
+        std::vector<uint32_t> got(words);
+        std::memcpy(got.data(), raw.data(), words * 4);
+        const dskc_rng::DropoutKey key{c.seed, 0, step};
+        const uint32_t thr = dskc_rng::dropout_threshold(c.attn_dropout_ratio);
+        size_t bad = 0;
+        for (int b = 0; b < B; ++b)
+          for (int h = 0; h < c.heads; ++h)
+            for (int i = 0; i < S; ++i)
+              for (int j = 0; j < 32 * W; ++j) {
+                const uint64_t row = (static_cast<uint64_t>(b) * c.heads + h) * S + i;
+                const bool want = j < S && dskc_rng::dropout_keep(key, dskc_rng::kStreamAttnProbs, row * S + j, thr);
+                const bool bit = (got[row * W + j / 32] >> (j % 32)) & 1u;
+                if (bit != want && bad++ < 5)
+                  std::printf("keep bit mismatch at (b %d, head %d, row %d, key %d): %d, Philox says %d\n", b, h, i, j,
+                              int(bit), int(want));
+              }
+        CHECK_MESSAGE(bad == 0, bad << " keep bits disagree with the Philox mask");
+      }
 }
 
 TEST_CASE("dropout keeps about 1 - ratio of the attention-output elements") {
@@ -314,8 +323,8 @@ TEST_CASE("activation memory: runtime allocation matches the plan, each flag low
     std::printf("flags %d: activation %.2f MiB (%s attention)\n", f, plan_bytes / 1048576.0,
                 layer.plan().fused_attention ? "fused" : "unfused");
     CHECK(layer.plan().fused_attention);  // fp16, head dim 64
-    // Fused attention keeps the dropout keep bits unless attn_dropout_checkpoint (which regenerates
-    // the mask in backward instead): B·heads·S·ceil(S/32) words.
+    // Fused attention keeps the dropout keep bits unless attn_dropout_checkpoint (attn_dropout_bits_bwd
+    // rewrites them into the workspace in backward instead): B·heads·S·ceil(S/32) words.
     CHECK((layer.plan().find_saved("attn_dropout_bits") != nullptr) == !cf.attn_dropout_checkpoint);
     if (f == 0) none = plan_bytes;
     else CHECK(plan_bytes < none);

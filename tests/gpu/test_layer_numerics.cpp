@@ -5,15 +5,19 @@
 // counter-RNG masks on both sides). fp16/bf16 layers with head dim % 16 == 0 (<= 128) run the fused
 // attention kernels (attn_flash_*); the cases below cover head dims 16/32/64/80/128, seq
 // 1/7/33/127/381/509, attention dropout on and off (the backward reading the keep bits the forward
-// saves, or regenerating the mask under attn_dropout_checkpoint), masks, and the forced-unfused
-// path of a layer that would fuse. Tolerance (STYLE.md): for fp16/bf16 the GPU's normwise error
-// must be at most ~2x that of a plain same-precision implementation (the CPU reference rounding
-// every stored tensor to the dtype); fp32 must be within 1e-5 relative.
+// saves, or that attn_dropout_bits_bwd rewrites under attn_dropout_checkpoint; the forward drawing the
+// mask or, with DSKC_ATTN_MASK=kernel, reading the bits attn_dropout_bits_fwd writes), masks, the
+// forced-unfused path of a layer that would fuse, and stochastic_mode (single-pass attention backward
+// attn_flash_bwd_dkdvdq, dQ by fp32 atomics; autotuned GEMMs) under the same limits. Tolerance
+// (STYLE.md): for fp16/bf16 the GPU's normwise error must be at most ~2x that of a plain
+// same-precision implementation (the CPU reference rounding every stored tensor to the dtype);
+// fp32 must be within 1e-5 relative.
 #include <doctest/doctest.h>
 
 #include <map>
 
 #include "gpu_util.h"
+#include "test_util.h"
 #include "runtime/context.h"
 #include "runtime/cpu_reference.h"
 #include "runtime/host_float.h"
@@ -214,16 +218,16 @@ TEST_CASE("fp16 Pre-LN head dim 64, seq 127, attention dropout 0.3, batch below 
   check_case("fp16-d64-p3", make_cfg(3, 128, 256, 4, 1024, DType::F16, true, 0.3, 0.0), 2, 127, true);
 }
 
-// attn_dropout_checkpoint on the fused path: the backward regenerates the mask with Philox instead
-// of reading the keep bits the forward saves (the cases above without the flag read the bits).
-TEST_CASE("fp16 Pre-LN head dim 64, seq 127, attention dropout 0.3, attn_dropout_checkpoint (fused, mask regenerated)") {
+// attn_dropout_checkpoint on the fused path: the keep bits are not kept; attn_dropout_bits_bwd
+// rewrites them in backward (the cases above without the flag read the bits the forward saved).
+TEST_CASE("fp16 Pre-LN head dim 64, seq 127, attention dropout 0.3, attn_dropout_checkpoint (fused, bits rewritten)") {
   dskc_test::require_gpu();
   auto c = make_cfg(3, 128, 256, 4, 1024, DType::F16, true, 0.3, 0.0);
   c.attn_dropout_checkpoint = true;
   check_case("fp16-d64-p3-adc", c, 2, 127, true);
 }
 
-TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, attn_dropout_checkpoint (fused, mask regenerated)") {
+TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, attn_dropout_checkpoint (fused, bits rewritten)") {
   dskc_test::require_gpu();
   auto c = make_cfg(2, 384, 160, 2, 640, DType::BF16, false, 0.1, 0.1);
   c.attn_dropout_checkpoint = true;
@@ -239,4 +243,85 @@ TEST_CASE("fp16 Pre-LN BERT-Large width, seq 127, forced unfused attention") {
   dskc_test::require_gpu();
   check_case("fp16-large-unfused", make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1), 2, 127, true,
              AttentionPath::Unfused);
+}
+
+// stochastic_mode: attn_flash_bwd_dkdvdq (dQ accumulated with fp32 atomics, order varies run to run)
+// instead of attn_flash_bwd_dkdv + attn_flash_bwd_dq; the same limits as the default mode.
+TEST_CASE("fp16 Pre-LN BERT-Large width, dropout, seq 127, stochastic_mode (single-pass attention backward)") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1);
+  c.stochastic_mode = true;
+  check_case("fp16-large-stochastic", c, 2, 127, true);
+}
+
+TEST_CASE("bf16 Post-LN head dim 64, seq 127, attention dropout 0.3, stochastic_mode") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(3, 128, 256, 4, 1024, DType::BF16, false, 0.3, 0.1);
+  c.stochastic_mode = true;
+  check_case("bf16-d64-p3-stochastic", c, 2, 127, true);
+}
+
+TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, stochastic_mode + attn_dropout_checkpoint") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(2, 384, 160, 2, 640, DType::BF16, false, 0.1, 0.1);
+  c.stochastic_mode = c.attn_dropout_checkpoint = true;
+  check_case("bf16-d80-adc-stochastic", c, 2, 381, true);
+}
+
+TEST_CASE("fp16 Pre-LN head dim 128, seq 509 of 512, all memory flags, stochastic_mode") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(1, 512, 256, 2, 1024, DType::F16, true, 0.1, 0.1);
+  c.stochastic_mode = c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = true;
+  check_case("fp16-d128-flags-stochastic", c, 1, 509, true);
+}
+
+// DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes the keep bits and attn_flash_fwd reads them.
+TEST_CASE("fp16 Pre-LN head dim 64, seq 127, attention dropout 0.3, DSKC_ATTN_MASK=kernel (fused)") {
+  dskc_test::require_gpu();
+  const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "kernel");
+  check_case("fp16-d64-p3-kernel", make_cfg(3, 128, 256, 4, 1024, DType::F16, true, 0.3, 0.0), 2, 127, true);
+}
+
+TEST_CASE("bf16 Post-LN head dim 128, seq 381, masked, DSKC_ATTN_MASK=kernel + attn_dropout_checkpoint (fused)") {
+  dskc_test::require_gpu();
+  const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "kernel");
+  auto c = make_cfg(2, 384, 256, 2, 1024, DType::BF16, false, 0.1, 0.1);
+  c.attn_dropout_checkpoint = true;
+  check_case("bf16-d128-kernel-adc", c, 2, 381, true);
+}
+
+// Where the keep bits come from changes no bit of the layer: attn_dropout_checkpoint (bits rewritten
+// in backward) and DSKC_ATTN_MASK=kernel (bits from attn_dropout_bits_fwd) against the default
+// (bits drawn and saved by attn_flash_fwd), same seed, step and inputs: output, grad_input and every
+// parameter gradient bitwise equal.
+TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and gradients") {
+  dskc_test::require_gpu();
+  Context ctx;
+  for (DType t : {DType::F16, DType::BF16}) {
+    const LayerConfig base = make_cfg(3, 96, 256, 4, 512, t, t == DType::F16, 0.3, 0.1);  // d 64, odd seq below
+    auto params = test_params(base, 17);
+    for (auto& [k, v] : params)
+      for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+    const int B = 2, S = 93;
+    const Inputs in = make_inputs(base, B, S, true, 23);
+    const uint32_t step = 5;
+    GpuResult want;
+    {
+      const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "inline");
+      want = run_gpu(ctx, base, params, in, B, S, step, AttentionPath::FusedWhereSupported);
+    }
+    for (bool adc : {false, true})
+      for (const char* mask_src : {"inline", "kernel"}) {
+        if (!adc && std::string(mask_src) == "inline") continue;
+        INFO(dtype_name(t) << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src);
+        LayerConfig c = base;
+        c.attn_dropout_checkpoint = adc;
+        const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
+        const GpuResult got = run_gpu(ctx, c, params, in, B, S, step, AttentionPath::FusedWhereSupported);
+        CHECK(got.output == want.output);
+        CHECK(got.grad_input == want.grad_input);
+        REQUIRE(got.grads.size() == want.grads.size());
+        for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+      }
+  }
 }
