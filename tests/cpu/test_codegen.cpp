@@ -61,6 +61,15 @@ LayerConfig with_dtype(LayerConfig c, DType t) {
   return c;
 }
 
+// BERT-Large with one combination of the plan sweeps' axes.
+LayerConfig bert_large_variant(DType t, bool pre_ln, unsigned flags, double attn_drop, double hidden_drop) {
+  LayerConfig c = with_dtype(with_flags(bert_large(), flags), t);
+  c.pre_layer_norm = pre_ln;
+  c.attn_dropout_ratio = attn_drop;
+  c.hidden_dropout_ratio = hidden_drop;
+  return c;
+}
+
 std::vector<std::string> kernel_names(const LayerPlan& p) {
   std::vector<std::string> v;
   for (const auto& k : p.kernels) v.push_back(k.name);
@@ -385,10 +394,7 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
             CAPTURE(f);
             CAPTURE(attn_drop);
             CAPTURE(hidden_drop);
-            LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
-            c.pre_layer_norm = pre_ln;
-            c.attn_dropout_ratio = attn_drop;
-            c.hidden_dropout_ratio = hidden_drop;
+            LayerConfig c = bert_large_variant(t, pre_ln, f, attn_drop, hidden_drop);
             const LayerPlan p = make_plan(c, {path, AttnMask::Inline});
             CHECK(p.fused_attention == fused);
             CHECK(p.bias_grad_in_gemm == (t != DType::F32));
@@ -943,14 +949,19 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
     dskc_test::ScopedEnv env("DSKC_ATTN_MASK", v);
     return make_plan(bert_large(), {AttentionPath::FusedWhereSupported});
   };
-  CHECK_FALSE(from_env(nullptr).attn_mask_kernel);
-  CHECK_FALSE(from_env("").attn_mask_kernel);
+  CHECK(from_env(nullptr).attn_mask_kernel);  // the default: the standalone bits kernel
+  CHECK(from_env("").attn_mask_kernel);
   CHECK_FALSE(from_env("inline").attn_mask_kernel);
+  CHECK(from_env("inline").find_kernel("attn_dropout_bits_fwd") == nullptr);
   CHECK(from_env("kernel").attn_mask_kernel);
   CHECK(from_env("kernel").find_kernel("attn_dropout_bits_fwd") != nullptr);
   {
     dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "kernel");
     CHECK_FALSE(make_plan(bert_large(), {AttentionPath::FusedWhereSupported, AttnMask::Inline}).attn_mask_kernel);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "inline");
+    CHECK(make_plan(bert_large(), {AttentionPath::FusedWhereSupported, AttnMask::Kernel}).attn_mask_kernel);
   }
   for (const char* bad : {"Kernel", "philox", "kernel "}) {
     CAPTURE(bad);
@@ -979,10 +990,7 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
             CAPTURE(f);
             CAPTURE(attn_drop);
             CAPTURE(hidden_drop);
-            LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
-            c.pre_layer_norm = pre_ln;
-            c.attn_dropout_ratio = attn_drop;
-            c.hidden_dropout_ratio = hidden_drop;
+            LayerConfig c = bert_large_variant(t, pre_ln, f, attn_drop, hidden_drop);
             const LayerPlan det = fused_plan(c);
             c.stochastic_mode = true;
             const LayerPlan sto = fused_plan(c);
