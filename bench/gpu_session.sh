@@ -4,6 +4,7 @@
 #   tests: GPU tests + compute-sanitizer only;   bench: layer benchmarks only
 #   dp: data-parallel scaling (bench/dp_scaling.sh, needs 2 GPUs);   memory: bench/memory_table.sh
 #   final: all + dp (one call on nvidia-h200-x2)
+# MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
 # Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final]
 set -u
 MODE=${1:-all}
@@ -48,14 +49,14 @@ for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; d
   build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench.log" | tail -42 | sort -k2 -g -r | head -14
   echo "-- same with DSKC_ATTENTION=unfused (v3 attention):"
   DSKC_ATTENTION=unfused build-gpu/dskc bench $f --iters 30 2>&1 | tee -a "$OUT/bench_unfused.log" | grep -E "^\|" | tail -1
-  echo "-- same with DSKC_ATTN_MASK=kernel (keep bits from attn_dropout_bits_fwd, read by attn_flash_fwd):"
-  DSKC_ATTN_MASK=kernel build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench_maskkernel.log" | tail -42 | grep -E "attn_|^\|" | tail -8
+  echo "-- same with DSKC_ATTN_MASK=inline (attn_flash_fwd draws the dropout mask itself; default: attn_dropout_bits_fwd):"
+  DSKC_ATTN_MASK=inline build-gpu/dskc bench $f --iters 30 --profile 2>&1 | tee -a "$OUT/bench_maskinline.log" | tail -42 | grep -E "attn_|^\|" | tail -8
 done
 step "layer matrix"
 PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix.log"
 if [ -n "${MASK_AB:-}" ]; then
-  echo "-- layer matrix with DSKC_ATTN_MASK=kernel:"
-  DSKC_ATTN_MASK=kernel PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix_maskkernel.log"
+  echo "-- layer matrix with DSKC_ATTN_MASK=inline:"
+  DSKC_ATTN_MASK=inline PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix_maskinline.log"
 fi
 step "compare_torch"
 PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/compare_torch.log" | tail -8
