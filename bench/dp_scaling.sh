@@ -4,7 +4,8 @@
 # all-reduce overlapped with backward (fp16 gradients, DeepSpeed's default), with
 # --delay_allreduce, and overlapped with "fp32_allreduce": true (MODES="overlap delay fp32";
 # "staged" adds the overlapped fp16 all-reduce without the in-place layer path,
-# DSKC_TEST_ALLREDUCE=staged, for comparison). Prints a markdown table and
+# DSKC_TEST_ALLREDUCE=staged, "nccl" the in-place layer sums over NCCL instead of copy engines,
+# DSKC_TEST_ALLREDUCE=nccl, for comparison). Prints a markdown table and
 # writes it to $OUT/dp_scaling.md (logs in $OUT/dp_*.log).
 #   GPUS="1 2" STEPS=12 ACC=1 DSKC=build-gpu/dskc bash bench/dp_scaling.sh
 # seq/s is the rate over the second half of the steps (print interval STEPS/2), so start-up and
@@ -54,7 +55,8 @@ for n in $GPUS; do
     log="$OUT/dp_${n}gpu_${mode}.log"
     port=$((29700 + n * 4)); [ "$mode" = delay ] && port=$((port + 1)); [ "$mode" = fp32 ] && port=$((port + 2))
     [ "$mode" = staged ] && port=$((port + 3))
-    envv=""; [ "$mode" = staged ] && envv="DSKC_TEST_ALLREDUCE=staged"
+    [ "$mode" = nccl ] && port=$((port + 40))
+    envv=""; [ "$mode" = staged ] && envv="DSKC_TEST_ALLREDUCE=staged"; [ "$mode" = nccl ] && envv="DSKC_TEST_ALLREDUCE=nccl"
     if [ "$n" -eq 1 ]; then
       timeout 400 $BIN train $common $extra --train_batch_size $tb --data_dir "$WORK/data" --output_dir "$WORK/o1" > "$log" 2>&1
     else
@@ -78,7 +80,8 @@ for n in $GPUS; do
       delay) label="fp16, after backward (--delay_allreduce)" ;;
       fp32) label="fp32 (fp32_allreduce), 25 MB buckets overlapped" ;;
       staged) label="fp16, 25 MB buckets overlapped, staging copies (no in-place layers)" ;;
-      *) label="fp16, overlapped: layers in place, 25 MB buckets for the rest" ;;
+      nccl) label="fp16, overlapped: layers in place over NCCL, 25 MB buckets for the rest" ;;
+      *) label="fp16, overlapped: layers in place ($(grep -o 'by copy engines\|over NCCL' "$log" | head -1)), 25 MB buckets for the rest" ;;
     esac
     [ "$n" -eq 1 ] && label="none"
     printf "| %d | %s | %d | %s | %s | %s | %s |\n" "$n" "$label" "$tb" "$r" "$scale" "$eff" "$w" | tee -a "$OUT/dp_scaling.md"

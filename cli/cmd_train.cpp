@@ -6,7 +6,8 @@
 // Test hook: DSKC_TEST_FAULT="overflow|fail|hang:STEP[:RANK]" injects a gradient overflow, a
 // failure or a hang at that step (on that rank only when RANK is given);
 // DSKC_TEST_ALLREDUCE=staged all-reduces every gradient through the fp32 -> dtype staging copy
-// (no in-place layer all-reduce), for the test that both give the same sums.
+// (no in-place layer all-reduce), =nccl sums layer gradients in place over NCCL even where copy
+// engines could (trainer/peer_sum.h), for the tests that all three give the same sums.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -69,9 +70,11 @@ void apply_fault_hook(TrainOptions& o) {
 void apply_allreduce_hook(TrainOptions& o) {
   const char* v = std::getenv("DSKC_TEST_ALLREDUCE");
   if (!v || !*v) return;
-  if (std::string(v) != "staged")
-    throw Error(ErrorKind::Usage, fmt::format("DSKC_TEST_ALLREDUCE='{}': expected \"staged\"", v));
-  o.allreduce_in_place = false;
+  const std::string mode = v;
+  if (mode != "staged" && mode != "nccl")
+    throw Error(ErrorKind::Usage, fmt::format("DSKC_TEST_ALLREDUCE='{}': expected \"staged\" or \"nccl\"", v));
+  o.allreduce_in_place = mode != "staged";
+  o.peer_copy = false;
 }
 
 }  // namespace

@@ -59,6 +59,15 @@ DriverApi load_driver() {
   load_sym(lib, d.cuStreamWaitEvent, "cuStreamWaitEvent");
   load_sym(lib, d.cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
   load_sym(lib, d.cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
+  load_sym(lib, d.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
+  load_sym(lib, d.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
+  load_sym(lib, d.cuIpcGetMemHandle, "cuIpcGetMemHandle");
+  load_sym(lib, d.cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
+  load_sym(lib, d.cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
+  load_sym(lib, d.cuStreamWaitValue32, "cuStreamWaitValue32_v2");
+  load_sym(lib, d.cuMemsetD32Async, "cuMemsetD32Async");
+  load_sym(lib, d.cuMemAllocHost, "cuMemAllocHost_v2");
+  load_sym(lib, d.cuMemFreeHost, "cuMemFreeHost");
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = "?";

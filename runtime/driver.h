@@ -46,6 +46,16 @@ struct DriverApi {
   CUresult (*cuStreamCreateWithPriority)(CUstream*, unsigned int, int);
   CUresult (*cuCtxGetStreamPriorityRange)(int*, int*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
+  // Two-rank gradient sums over copy engines (trainer/peer_sum.h)
+  CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
+  CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
+  CUresult (*cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
+  CUresult (*cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned int);
+  CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
+  CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+  CUresult (*cuMemAllocHost)(void**, size_t);
+  CUresult (*cuMemFreeHost)(void*);
 };
 
 // Loads libcuda on first call; throws Error(Device) "no NVIDIA driver" when it cannot.

@@ -18,7 +18,7 @@ struct ncclUniqueId {
 };
 enum ncclResult_t : int { ncclSuccess = 0, ncclInProgress = 7 };
 enum ncclRedOp_t : int { ncclSum = 0, ncclMax = 2 };
-enum ncclDataType_t : int { ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9 };
+enum ncclDataType_t : int { ncclInt32 = 2, ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9 };
 
 struct NcclApi {
   ncclResult_t (*ncclGetVersion)(int*);

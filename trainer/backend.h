@@ -86,6 +86,10 @@ struct BackendOptions {
   // staging copy -> all-reduce -> back. Same sums bit for bit, a third of the memory traffic.
   // false: always the staging copy (test hook DSKC_TEST_ALLREDUCE=staged compares the two).
   bool allreduce_in_place = true;
+  // With allreduce_in_place and two ranks whose GPUs are peers on one host: the layer gradients
+  // move by copy engines (trainer/peer_sum.h) instead of NCCL kernels; same sums bit for bit.
+  // false: NCCL (test hook DSKC_TEST_ALLREDUCE=nccl compares the two).
+  bool peer_copy = true;
 };
 
 class TrainBackend {
@@ -119,6 +123,8 @@ class TrainBackend {
   virtual ParamMap export_grads() const = 0;
   // Test hook: make one gradient element +inf, as an fp16 overflow would.
   virtual void inject_grad_overflow() = 0;
+  // Data parallel: how layer gradients are summed, for the log ("" when not distributed).
+  virtual std::string data_parallel_path() const { return {}; }
 };
 
 // "cpu" -> CpuBackend; "cuda" -> nullptr for now (the CUDA backend is not written yet; the

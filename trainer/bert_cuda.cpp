@@ -17,6 +17,7 @@
 #include "runtime/layer_params.h"
 #include "runtime/plain_layer.h"
 #include "trainer/bert_cuda_params.h"
+#include "trainer/peer_sum.h"
 #include "trainer/process_group.h"
 
 namespace dskc {
@@ -152,27 +153,46 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     }
     tracker_ = std::make_unique<BucketTracker>(*bucket_plan_, std::move(gp));
     reduce_in_dtype_ = dtype_ != DType::F32 && !opt.fp32_allreduce;
-    if (reduce_in_dtype_) reduce_stage_ = DeviceBuffer(*ctx_, total_floats_ * eb_);
+    if (reduce_in_dtype_) {
+      reduce_stage_ = DeviceBuffer(*ctx_, total_floats_ * eb_);
+      DSKC_CU(cuMemAllocHost(reinterpret_cast<void**>(&union_host_), V * sizeof(int32_t)));
+      word_rows_idx_ = DeviceBuffer(*ctx_, 2 * V * sizeof(int32_t));
+      word_rows_ = DeviceBuffer(*ctx_, V * H * eb_);
+    }
+    if (reduce_in_dtype_ && opt.allreduce_in_place) {
+      dp_path_ = "layer gradients summed in place over NCCL";
+      if (opt.peer_copy) {  // the same decision on every rank (same config and environment)
+        size_t off = 0;
+        for (const auto& l : layers_) {
+          peer_offset_.push_back(off);
+          off += align_up(l->grads_bytes(), kAlignBytes);
+        }
+        std::string why;
+        peer_ = PeerSum::create(*pg_, *ctx_, off, why);
+        dp_path_ = peer_ ? "layer gradients exchanged in place by " + peer_->description()
+                         : dp_path_ + " (not copy engines: " + why + ")";
+      }
+    }
   }
 }
 
 void CudaBackend::grad_ready(int idx) {
   if (!syncing_) return;
+  // Gradients summed on their own: the layers' in place (reduce_layer_in_place), the word
+  // table's in two parts (word_split_); the buckets carry the runs of the others.
+  const auto own = [&](int i) {
+    return (layers_in_place_ && specs_[static_cast<size_t>(i)].layer >= 0) || (word_split_ && i == word_);
+  };
   for (int b : tracker_->mark_ready(idx)) {
     const int lo = bucket_first_[static_cast<size_t>(b)];
     const int hi = lo + static_cast<int>(bucket_plan_->buckets[static_cast<size_t>(b)].params.size());
-    if (!layers_in_place_) {
-      reduce_range(lo, hi);
-      continue;
-    }
-    // Layer gradients went through reduce_layer_in_place: the runs of other parameters only.
     for (int i = lo; i < hi;) {
-      if (specs_[static_cast<size_t>(i)].layer >= 0) {
+      if (own(i)) {
         ++i;
         continue;
       }
       int j = i + 1;
-      while (j < hi && specs_[static_cast<size_t>(j)].layer < 0) ++j;
+      while (j < hi && !own(j)) ++j;
       reduce_range(i, j);
       i = j;
     }
@@ -200,6 +220,22 @@ void CudaBackend::reduce_range(int lo, int hi) {
 void CudaBackend::reduce_layer_in_place(int l) {
   const GpuLayer& layer = *layers_[static_cast<size_t>(l)];
   pg_->wait_for_compute();
+  if (peer_) {
+    // Ours to the other rank, theirs from it, then accumulators = T(ours + theirs) (assign:
+    // layers_in_place_ means the accumulators are still zero).
+    const CUstream s = pg_->stream();
+    const size_t off = peer_offset_[static_cast<size_t>(l)];
+    peer_->send(s, layer.grads_base(), off, layer.grads_bytes(), l);
+    const CUdeviceptr theirs = peer_->wait(s, off, l);
+    for (int k = 0; k < kLayerParams; ++k) {
+      const int idx = layer_idx_[static_cast<size_t>(l)][static_cast<size_t>(k)];
+      const CUdeviceptr ours = layer.grad(layer_param_names_[static_cast<size_t>(k)]);
+      mkp::AddPair p{reinterpret_cast<const void*>(ours), reinterpret_cast<const void*>(theirs + (ours - layer.grads_base())),
+                     reinterpret_cast<float*>(grad(idx)), numel(idx)};
+      launch_on(s, "model_add_pair", std::min(stride_grid(p.n), 4096u), &p);
+    }
+    return;
+  }
   pg_->all_reduce(layer.grads_base(), layer.grads_bytes() / eb_, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
   for (int k = 0; k < kLayerParams; ++k) {
     const int idx = layer_idx_[static_cast<size_t>(l)][static_cast<size_t>(k)];
@@ -211,13 +247,17 @@ CudaBackend::~CudaBackend() {
   // NCCL first: with a failed collective pending, the abort is what lets the streams drain.
   if (pg_) {
     if (std::uncaught_exceptions() > 0) pg_->mark_failed();
+    // A peer that died or hangs may leave our stream waiting on its flags: release them.
+    if (peer_) peer_->release_waits();
     pg_->release_nccl();
   }
   try {
     if (ctx_) ctx_->synchronize();
   } catch (...) {
   }
+  if (union_host_) driver().cuMemFreeHost(union_host_);
   // Members that allocate through the Context go before it.
+  peer_.reset();
   layers_.clear();
   gemm_.reset();
   module_.reset();

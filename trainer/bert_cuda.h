@@ -28,6 +28,9 @@
 // the group's stream while backward goes on: after the last micro-batch's backward of a layer
 // (or head) has added its gradients into grads_, the buckets it completes are enqueued in plan
 // order (grad_buckets.h); forward_backward returns once all have finished (bounded wait).
+// A step of one fp16/bf16 micro-batch sums each layer's own dtype gradient buffer right after
+// its backward instead: in place over NCCL, or, for two ranks whose GPUs are peers on one host,
+// over copy engines (peer_sum.h: no SMs taken from backward), bit-identical either way.
 // Summed gradients are the same on every rank, so every rank takes the same overflow and
 // clipping decisions and applies the same update.
 #pragma once
@@ -44,6 +47,8 @@
 #include "trainer/grad_buckets.h"
 
 namespace dskc {
+
+class PeerSum;
 
 class CudaBackend : public TrainBackend {
  public:
@@ -64,6 +69,7 @@ class CudaBackend : public TrainBackend {
   void optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) override;
   ParamMap export_grads() const override;
   void inject_grad_overflow() override;
+  std::string data_parallel_path() const override { return dp_path_; }
 
   Context& context() { return *ctx_; }
 
@@ -100,6 +106,10 @@ class CudaBackend : public TrainBackend {
   void reduce_range(int lo, int hi);
   // On the group's stream: layer l's dtype gradients all-reduced in place, then added to grads_.
   void reduce_layer_in_place(int l);
+  // The embedding backward's word-table rows with word_split_: this rank's row sums for the
+  // union of the ranks' ids, all-reduced, added into grads_ (the groups of this batch's ids).
+  void reduce_word_rows(CUdeviceptr group_target, CUdeviceptr group_start, CUdeviceptr group_member,
+                        const std::vector<int32_t>& targets);
 
   BackendOptions opt_;
   DType dtype_;
@@ -138,6 +148,19 @@ class CudaBackend : public TrainBackend {
   bool grads_zero_ = true;        // no gradient accumulated since zero_grads()
   bool layers_in_place_ = false;  // this call: layer gradients via reduce_layer_in_place
   std::vector<int> deferred_layers_;  // --delay_allreduce: layers reduced after backward
+  // Two ranks on one host: layer gradients exchanged by copy engines (peer_sum.h) instead of
+  // NCCL; layer l's region of the receive buffer starts at peer_offset_[l].
+  std::unique_ptr<PeerSum> peer_;
+  std::vector<size_t> peer_offset_;
+  std::string dp_path_;
+  // This call (fp16/bf16, syncing): the word-embedding gradient is summed in two parts, its
+  // dense decoder share right after the MLM head (overlapped with the encoder's backward) and,
+  // after the embedding backward, only the rows of the union of the ranks' token ids (compact
+  // [U, H] all-reduce) instead of the whole [V, H] table at the end of the step.
+  bool word_split_ = false;
+  int32_t* union_host_ = nullptr;       // [V] page-locked: how many ranks use each token id
+  std::vector<int32_t> word_rows_host_;  // [2U] union ids, then this rank's group of each (-1)
+  DeviceBuffer word_rows_idx_, word_rows_;  // [2V] int32 and [V, H] dtype: room for every id
 };
 
 }  // namespace dskc

@@ -89,6 +89,11 @@ struct Accumulate {
   float* dst;
   uint64_t n;
 };
+struct AddPair {
+  Ptr a, b;
+  float* dst;
+  uint64_t n;
+};
 struct ColSum {
   Ptr src;
   float* dst;
@@ -99,6 +104,18 @@ struct GroupedRows {
   const int *target, *start, *member;
   float* dst;
   int groups;
+};
+struct GroupedRowsCompact {
+  const float* src;
+  const int *group, *start, *member;
+  MPtr dst;
+  int n;
+};
+struct ScatterRows {
+  Ptr src;
+  const int* target;
+  float* dst;
+  int n;
 };
 struct SumSq {
   const float* x;
@@ -139,8 +156,11 @@ static_assert(sizeof(NspParamGrad) == 40);
 static_assert(sizeof(HeadScatter) == 48);
 static_assert(sizeof(Cast) == 24);
 static_assert(sizeof(Accumulate) == 24);
+static_assert(sizeof(AddPair) == 32);
 static_assert(sizeof(ColSum) == 32);
 static_assert(sizeof(GroupedRows) == 48);
+static_assert(sizeof(GroupedRowsCompact) == 48);
+static_assert(sizeof(ScatterRows) == 32);
 static_assert(sizeof(SumSq) == 24);
 static_assert(sizeof(ReducePartials) == 24);
 static_assert(sizeof(Adam) == 104);

@@ -14,6 +14,7 @@
 #include "runtime/host_tensor.h"
 #include "trainer/bert_cuda.h"
 #include "trainer/bert_cuda_params.h"
+#include "trainer/peer_sum.h"
 #include "trainer/process_group.h"
 
 namespace dskc {
@@ -63,6 +64,29 @@ void CudaBackend::gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdevic
   gemm_->run(s, a, b, c, 1.f, 0.f, bias);
 }
 
+void CudaBackend::reduce_word_rows(CUdeviceptr, CUdeviceptr group_start, CUdeviceptr group_member,
+                                   const std::vector<int32_t>& targets) {
+  const int H = opt_.shape.hidden_size, V = opt_.shape.vocab_size;
+  pg_->wait_host_copy("the gradient all-reduce");  // its first part: the token-id union
+  word_rows_host_ = union_rows(union_host_, V, targets);
+  const std::vector<int32_t>& h = word_rows_host_;
+  const size_t U = h.size() / 2;
+  DSKC_ASSERT(U > 0, "token-id union of a non-empty batch");
+  // Kept in the member until the next call: the copy reads it after this returns.
+  const CUdeviceptr idx = word_rows_idx_.ptr();
+  DSKC_CU(cuMemcpyHtoDAsync(idx, h.data(), 2 * U * sizeof(int32_t), ctx_->stream()));
+  const CUdeviceptr rows = word_rows_.ptr();
+  const auto* ids = reinterpret_cast<const int*>(idx);
+  mkp::GroupedRowsCompact c{reinterpret_cast<const float*>(emb_dsum_.ptr()), ids + U,
+                            reinterpret_cast<const int*>(group_start), reinterpret_cast<const int*>(group_member),
+                            reinterpret_cast<void*>(rows), static_cast<int>(U)};
+  launch("model_grouped_rows_compact", static_cast<unsigned>(U), &c);
+  pg_->wait_for_compute();
+  pg_->all_reduce(rows, U * static_cast<size_t>(H), dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+  mkp::ScatterRows sc{reinterpret_cast<const void*>(rows), ids, reinterpret_cast<float*>(grad(word_)), static_cast<int>(U)};
+  launch_on(pg_->stream(), "model_scatter_add_rows", static_cast<unsigned>(U), &sc);
+}
+
 StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   check_batch(batch, opt_);
   ctx_->make_current();
@@ -71,6 +95,8 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   // The only micro-batch of the step (accumulators still zero): reduce the layers' own dtype
   // gradients instead of the accumulators' staging copies.
   layers_in_place_ = syncing_ && reduce_in_dtype_ && grads_zero_ && opt_.allreduce_in_place;
+  if (layers_in_place_ && peer_) peer_->next_step();
+  word_split_ = syncing_ && reduce_in_dtype_;
   grads_zero_ = false;
   deferred_layers_.clear();
   const BertShape& shape = opt_.shape;
@@ -116,12 +142,23 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     o_groups[i][1] = put(groups[i]->start);
     o_groups[i][2] = put(groups[i]->member);
   }
+  // word_split_: 1 for each token id of this batch, summed over the ranks (union) on the group's stream
+  size_t o_used = 0;
+  if (word_split_) {
+    std::vector<int32_t> used(static_cast<size_t>(V), 0);
+    for (int32_t id : batch.input_ids) used[static_cast<size_t>(id)] = 1;
+    o_used = put(used);
+  }
   const CUdeviceptr ib = ints_.ensure(*ctx_, ints.size() * 4);
   auto at = [&](size_t o) { return ib + o * 4; };
   DSKC_CU(cuMemcpyHtoDAsync(ib, ints.data(), ints.size() * 4, ctx_->stream()));
   std::vector<float> maskv(static_cast<size_t>(rows));
   for (int r = 0; r < rows; ++r) maskv[r] = batch.input_mask[r] ? 0.f : static_cast<float>(kMaskedScore);
   upload(*ctx_, mask_.ptr(), maskv, dtype_);  // synchronizes: `ints` may go out of scope after
+  if (word_split_) {
+    pg_->wait_for_compute();
+    pg_->all_reduce_to_host(at(o_used), static_cast<size_t>(V), union_host_);
+  }
 
   // ---- per-call buffers: MLM [M, ...] (grown on demand), fixed-size ones carved from members
   const size_t mh = align_up(static_cast<size_t>(std::max(M, 1)) * hbytes);
@@ -185,6 +222,9 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     colsum(du, M, H, H, tr_b_);
     gemm({false, false, M, H, H, H, H, H}, du, weight(tr_w_), gl);
   }
+  // word_split_: the decoder's dense share of the word-table gradient (and earlier micro-batches'
+  // rows) now, on every rank (even one without predictions), overlapped with the encoder.
+  if (word_split_) reduce_range(word_, word_ + 1);
   for (int idx : {dec_b_, tr_ln_w_, tr_ln_b_, tr_w_, tr_b_}) grad_ready(idx);
 
   // ---- NSP head: classifier(tanh(pooler(h_[CLS])))
@@ -249,6 +289,10 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     launch("model_embedding_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
     const int table[3] = {word_, pos_, type_};
     for (int i = 0; i < 3; ++i) {
+      if (i == 0 && word_split_) {
+        reduce_word_rows(at(o_groups[0][0]), at(o_groups[0][1]), at(o_groups[0][2]), g_word.target);
+        continue;
+      }
       const int n_groups = static_cast<int>(groups[i]->target.size());
       mkp::GroupedRows gp{F_(emb_dsum_.ptr()), I_(at(o_groups[i][0])), I_(at(o_groups[i][1])),
                           I_(at(o_groups[i][2])), F_(grad(table[i])), n_groups};

@@ -109,4 +109,22 @@ void BucketTracker::finish_step() {
   reset();
 }
 
+std::vector<int32_t> union_rows(const int32_t* ranks_using, int vocab, const std::vector<int32_t>& local_targets) {
+  std::vector<int32_t> h;
+  for (int id = 0; id < vocab; ++id)
+    if (ranks_using[id] > 0) h.push_back(id);
+  const size_t U = h.size();
+  h.resize(2 * U, -1);
+  size_t g = 0, found = 0;
+  for (size_t u = 0; u < U; ++u) {
+    while (g < local_targets.size() && local_targets[g] < h[u]) ++g;
+    if (g < local_targets.size() && local_targets[g] == h[u]) {
+      h[U + u] = static_cast<int32_t>(g);
+      ++found;
+    }
+  }
+  DSKC_ASSERT(found == local_targets.size(), "every id of this rank's batch is in the union");
+  return h;
+}
+
 }  // namespace dskc

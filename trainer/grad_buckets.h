@@ -11,6 +11,7 @@
 // launch NCCL collectives in the same order, whatever order gradients become ready in.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ constexpr size_t kDefaultBucketCapBytes = 25u * 1000u * 1000u;  // DeepSpeed / D
 BucketPlan make_bucket_plan(const std::vector<GradParam>& params,
                             size_t cap_bytes = kDefaultBucketCapBytes,
                             bool delay_allreduce = false);
+
+// Rows of an embedding table that a data-parallel step sums across ranks (only the rows some
+// rank's batch used): `ranks_using[id]` = how many ranks used token id (the all-reduced 0/1 use
+// flags), `local_targets` = this rank's ids, ascending (its gradient groups). Returns [2U]: the
+// U used ids ascending, then for each this rank's group index or -1 when it did not use it.
+std::vector<int32_t> union_rows(const int32_t* ranks_using, int vocab, const std::vector<int32_t>& local_targets);
 
 class BucketTracker {
  public:

@@ -41,10 +41,10 @@ void ProcessGroup::release_nccl() {
   }
   if (ctx_) {
     const DriverApi& d = driver();
-    for (CUevent e : {compute_done_, compute_end_, comm_end_})
+    for (CUevent e : {compute_done_, compute_end_, comm_end_, host_copy_done_})
       if (e) d.cuEventDestroy(e);
     if (stream_) d.cuStreamDestroy(stream_);
-    compute_done_ = compute_end_ = comm_end_ = nullptr;
+    compute_done_ = compute_end_ = comm_end_ = host_copy_done_ = nullptr;
     stream_ = nullptr;
     host_buf_ = DeviceBuffer();
     ctx_ = nullptr;
@@ -52,6 +52,8 @@ void ProcessGroup::release_nccl() {
 }
 
 void ProcessGroup::barrier(const std::string& name) { store_->barrier(name); }
+void ProcessGroup::store_set(const std::string& key, const std::string& value) { store_->set(key, value); }
+std::string ProcessGroup::store_get(const std::string& key) { return store_->get(key); }
 
 void ProcessGroup::init_nccl(Context& ctx) {
   DSKC_ASSERT(!comm_, "init_nccl twice");
@@ -82,6 +84,7 @@ void ProcessGroup::init_nccl(Context& ctx) {
   DSKC_CU(cuEventCreate(&compute_done_, CU_EVENT_DISABLE_TIMING));
   DSKC_CU(cuEventCreate(&compute_end_, CU_EVENT_DEFAULT));
   DSKC_CU(cuEventCreate(&comm_end_, CU_EVENT_DEFAULT));
+  DSKC_CU(cuEventCreate(&host_copy_done_, CU_EVENT_DISABLE_TIMING));
   host_buf_ = DeviceBuffer(ctx, 64 * sizeof(double));
 }
 
@@ -124,6 +127,17 @@ static void poll_event(CUevent ev, ncclComm_t comm, std::chrono::milliseconds ti
     else
       std::this_thread::yield();
   }
+}
+
+void ProcessGroup::all_reduce_to_host(CUdeviceptr buf, size_t n, int32_t* host) {
+  all_reduce(buf, n, ncclInt32);
+  DSKC_CU(cuMemcpyDtoHAsync(host, buf, n * sizeof(int32_t), stream_));
+  DSKC_CU(cuEventRecord(host_copy_done_, stream_));
+}
+
+void ProcessGroup::wait_host_copy(const std::string& what) {
+  DSKC_ASSERT(comm_, "wait before init_nccl");
+  poll_event(host_copy_done_, comm_, timeout_, [&](const std::string& why) { fail(what, why); });
 }
 
 void ProcessGroup::wait_all_reduces(const std::string& what) {

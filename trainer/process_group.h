@@ -46,6 +46,9 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // Bounded barrier over the store; Error(Device) names the missing ranks.
   void barrier(const std::string& name);
+  // Small set-up exchanges through the store (get: bounded wait, Error(Device) naming the key).
+  void store_set(const std::string& key, const std::string& value);
+  std::string store_get(const std::string& key);
 
   // Creates the NCCL communicator on ctx's device (ctx must outlive this group's NCCL use).
   void init_nccl(Context& ctx);
@@ -63,6 +66,11 @@ class ProcessGroup {
   void wait_for_compute();
   // Enqueues an in-place sum all-reduce of `n` elements of `type` at `buf` on the group's stream.
   void all_reduce(CUdeviceptr buf, size_t n, ncclDataType_t type);
+  // Enqueues on the group's stream: an in-place sum all-reduce of `n` int32 at `buf`, then a copy
+  // of the result to page-locked host memory `host`; wait_host_copy blocks (bounded) until it is
+  // there, so the host can enqueue other work meanwhile.
+  void all_reduce_to_host(CUdeviceptr buf, size_t n, int32_t* host);
+  void wait_host_copy(const std::string& what);
   // Blocks (bounded) until everything enqueued on the group's stream has finished. `what`
   // names the operation in errors, e.g. "the gradient all-reduce". Records how long the
   // all-reduces ran past the compute enqueued before this call (the exposed communication).
@@ -89,6 +97,7 @@ class ProcessGroup {
   CUstream stream_ = nullptr;
   CUevent compute_done_ = nullptr;  // orders the group's stream after the compute stream
   CUevent compute_end_ = nullptr, comm_end_ = nullptr;  // timing events for the exposed time
+  CUevent host_copy_done_ = nullptr;                     // all_reduce_to_host's copy
   DeviceBuffer host_buf_;
   bool failed_ = false;
   double exposed_ = 0.0;

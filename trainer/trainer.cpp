@@ -166,6 +166,7 @@ TrainResult train(const TrainOptions& opt) {
   bo.delay_allreduce = opt.delay_allreduce;
   bo.fp32_allreduce = setup.ds.fp32_allreduce;
   bo.allreduce_in_place = opt.allreduce_in_place;
+  bo.peer_copy = opt.peer_copy;
   std::unique_ptr<TrainBackend> backend = choose_backend(opt, bo, lead ? log : quiet);
   result.backend_name = backend->name();
 
@@ -237,9 +238,9 @@ TrainResult train(const TrainOptions& opt) {
                     setup.ds.fp32_allreduce || setup.dtype == DType::F32 ? "fp32" : dtype_name(setup.dtype),
                     opt.delay_allreduce ? "one all-reduce after backward (--delay_allreduce)"
                                         : "buckets of 25 MB (fp32 gradient bytes), overlapped with backward",
-                    setup.dtype != DType::F32 && !setup.ds.fp32_allreduce && opt.allreduce_in_place
-                        ? "; steps of one micro-batch all-reduce each layer's gradients in place"
-                        : ""));
+                    backend->data_parallel_path().empty()
+                        ? ""
+                        : "; steps of one micro-batch: " + backend->data_parallel_path()));
 
   std::error_code ec;
   fs::create_directories(opt.output_dir, ec);

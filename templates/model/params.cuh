@@ -3,10 +3,15 @@
 //   cast_params          dst (T) = src (fp32 master)          master -> layer/head weights
 //   accumulate           dst (fp32) += src (T), acc_add rule   layer / GEMM gradients
 //   widen                dst (fp32) = src (T)                  all-reduced gradients back
+//   add_pair             dst (fp32) = T(a + b)                 two ranks' gradients summed
+//                        (trainer/peer_sum.h): the correctly rounded T sum, as a T all-reduce
 //   colsum_accumulate    dst[c] += Σ_rows src[r, c]            bias gradients (fixed order)
 //   grouped_rows_accumulate  dst[target[g]] += Σ_{r in group g} src[r]  embedding-table
 //                        gradients: the host groups token rows by id, so no atomics and the
 //                        sum is deterministic even for repeated ids
+//   grouped_rows_compact dst[u] = T(Σ_{r in group[u]} src[r])  the same sums for a list of
+//                        rows (the union of the ranks' token ids; group -1: zeros), compact
+//   scatter_add_rows     dst[target[u]] += src[u] (T), acc_add  the summed compact rows back
 //   sumsq_partial / reduce_partials  Σ x² in double: grid-stride over a FIXED grid, then one
 //                        block adds the partials in order (deterministic two-stage)
 //   adam_step / lamb_stage1 / lamb_stage2  trainer/optimizer.h's updates in double
@@ -29,6 +34,13 @@ struct AccumulateParams {
   unsigned long long n;
 };
 
+struct AddPairParams {
+  const T* a;  // [n] this rank's gradients
+  const T* b;  // [n] the other rank's
+  float* dst;  // [n]
+  unsigned long long n;
+};
+
 struct ColSumParams {
   const T* src;  // [rows, ld]
   float* dst;    // [cols]
@@ -42,6 +54,22 @@ struct GroupedRowsParams {
   const int* member;   // source rows, grouped
   float* dst;          // [*, kH] fp32 accumulator
   int groups;
+};
+
+struct GroupedRowsCompactParams {
+  const float* src;   // [rows, kH]
+  const int* group;   // [n] this rank's group of compact row u, -1 when it has none
+  const int* start;   // [groups + 1] as GroupedRowsParams
+  const int* member;
+  T* dst;             // [n, kH]
+  int n;
+};
+
+struct ScatterRowsParams {
+  const T* src;       // [n, kH]
+  const int* target;  // [n] destination row of each
+  float* dst;         // [*, kH] fp32 accumulator
+  int n;
 };
 
 struct SumSqParams {
@@ -118,6 +146,36 @@ __device__ __forceinline__ void accumulate_impl(const AccumulateParams& p) {
   }
 }
 
+// dst = round_to<T>(a + b) with the add in fp32. Two T values add exactly in fp32 whenever the
+// result can round to a T midpoint (exponents at most T's mantissa bits + 2 apart), so this is
+// the correctly rounded T sum, bit for bit what a two-rank T all-reduce gives; and a + b equals
+// b + a, so both ranks hold the same bits. 16-byte accesses as in accumulate_impl.
+__device__ __forceinline__ void add_pair_impl(const AddPairParams& p) {
+  constexpr int kVec = 8;
+  const bool aligned = ((reinterpret_cast<unsigned long long>(p.a) | reinterpret_cast<unsigned long long>(p.b) |
+                         reinterpret_cast<unsigned long long>(p.dst)) & 15) == 0;
+  const unsigned long long nv = aligned ? p.n / kVec : 0;
+  DSKC_GRID_STRIDE(v, nv) {
+    alignas(16) T a[kVec];
+    alignas(16) T b[kVec];
+    alignas(16) float d[kVec];
+    const uint4* ap = reinterpret_cast<const uint4*>(p.a + v * kVec);
+    const uint4* bp = reinterpret_cast<const uint4*>(p.b + v * kVec);
+#pragma unroll
+    for (int k = 0; k < kVec * static_cast<int>(sizeof(T)) / 16; ++k) {
+      reinterpret_cast<uint4*>(a)[k] = ap[k];
+      reinterpret_cast<uint4*>(b)[k] = bp[k];
+    }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) d[k] = round_to<T>(to_f(a[k]) + to_f(b[k]));
+    float4* dp = reinterpret_cast<float4*>(p.dst + v * kVec);
+    dp[0] = reinterpret_cast<const float4*>(d)[0];
+    dp[1] = reinterpret_cast<const float4*>(d)[1];
+  }
+  const unsigned long long done = nv * kVec;
+  DSKC_GRID_STRIDE(i, p.n - done) p.dst[done + i] = round_to<T>(to_f(p.a[done + i]) + to_f(p.b[done + i]));
+}
+
 __device__ __forceinline__ void colsum_accumulate_impl(const ColSumParams& p) {
   const int c = blockIdx.x * kModelThreads + threadIdx.x;
   if (c >= p.cols) return;
@@ -137,6 +195,29 @@ __device__ __forceinline__ void grouped_rows_accumulate_impl(const GroupedRowsPa
     for (int i = i0; i < i1; ++i) s += p.src[static_cast<size_t>(p.member[i]) * kH + c];
     acc_add(d + c, s);
   }
+}
+
+template <int kH>
+__device__ __forceinline__ void grouped_rows_compact_impl(const GroupedRowsCompactParams& p) {
+  const int u = blockIdx.x;
+  if (u >= p.n) return;
+  const int g = p.group[u];
+  const int i0 = g >= 0 ? p.start[g] : 0, i1 = g >= 0 ? p.start[g + 1] : 0;
+  T* d = p.dst + static_cast<size_t>(u) * kH;
+  for (int c = threadIdx.x; c < kH; c += kModelThreads) {
+    float s = 0.f;
+    for (int i = i0; i < i1; ++i) s += p.src[static_cast<size_t>(p.member[i]) * kH + c];
+    d[c] = from_f<T>(s);
+  }
+}
+
+template <int kH>
+__device__ __forceinline__ void scatter_add_rows_impl(const ScatterRowsParams& p) {
+  const int u = blockIdx.x;
+  if (u >= p.n) return;
+  const T* s = p.src + static_cast<size_t>(u) * kH;
+  float* d = p.dst + static_cast<size_t>(p.target[u]) * kH;
+  for (int c = threadIdx.x; c < kH; c += kModelThreads) acc_add(d + c, to_f(s[c]));
 }
 
 __device__ __forceinline__ void sumsq_partial_impl(const SumSqParams& p) {

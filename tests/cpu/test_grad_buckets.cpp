@@ -160,3 +160,16 @@ TEST_CASE("tracker: missing parameter and double marks are errors") {
   CHECK_THROWS_AS(t.mark_ready(-1), Error);
   CHECK_THROWS_AS(t.mark_ready(static_cast<int>(params.size())), Error);
 }
+
+TEST_CASE("union_rows: the ranks' used ids ascending, each with this rank's group or -1") {
+  // vocab 10; rank A used ids 1, 4, 7; the other rank 4, 9 (all-reduced use counts below)
+  const std::vector<int32_t> counts = {0, 1, 0, 0, 2, 0, 0, 1, 0, 1};
+  const std::vector<int32_t> mine = {1, 4, 7};
+  CHECK(union_rows(counts.data(), 10, mine) == std::vector<int32_t>{1, 4, 7, 9, 0, 1, 2, -1});
+  const std::vector<int32_t> other = {4, 9};
+  CHECK(union_rows(counts.data(), 10, other) == std::vector<int32_t>{1, 4, 7, 9, -1, 0, -1, 1});
+  // an id of this rank missing from the union is an internal error (the all-reduce went wrong)
+  CHECK_THROWS_AS(union_rows(counts.data(), 10, std::vector<int32_t>{2}), Error);
+  const std::vector<int32_t> none(10, 0);
+  CHECK(union_rows(none.data(), 10, {}).empty());
+}

@@ -68,7 +68,9 @@ TEST_CASE("the host params structs (trainer/bert_cuda_params.h) have the sizes t
       {"CastParams", sizeof(mkp::Cast)},                 {"AccumulateParams", sizeof(mkp::Accumulate)},
       {"ColSumParams", sizeof(mkp::ColSum)},             {"GroupedRowsParams", sizeof(mkp::GroupedRows)},
       {"SumSqParams", sizeof(mkp::SumSq)},               {"ReducePartialsParams", sizeof(mkp::ReducePartials)},
-      {"AdamParams", sizeof(mkp::Adam)},                 {"LambParams", sizeof(mkp::Lamb)}};
+      {"AdamParams", sizeof(mkp::Adam)},                 {"LambParams", sizeof(mkp::Lamb)},
+      {"AddPairParams", sizeof(mkp::AddPair)},           {"GroupedRowsCompactParams", sizeof(mkp::GroupedRowsCompact)},
+      {"ScatterRowsParams", sizeof(mkp::ScatterRows)}};
   for (const ModelKernel& k : model_kernels()) {
     CAPTURE(k.name);
     REQUIRE(host.count(k.params_type));

@@ -104,6 +104,38 @@ TEST_CASE("2 GPUs x micro-batch B follow 1 GPU accumulating 2 x B (fp32, no drop
   CHECK(worst < 1e-4);
 }
 
+TEST_CASE("fp16 with dropout: 2 GPUs x B follow 1 GPU accumulating 2 x B up to fp16 rounding") {
+  // The fp16 path sums differently from one GPU's accumulation: layers exchanged in place (copy
+  // engines or NCCL), the word-embedding table as its decoder share early plus the rows of the
+  // ranks' token-id union at the end. At step 1 the weights are equal, so the gradient norms
+  // differ only by fp16 rounding of the sums; a lost or doubled share would show at once.
+  require_gpus(2);
+  Job j(true, 0.1);
+  RunResult one = run_dskc(j.train_args("one", 8, "--gradient_accumulation_steps 2"));
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  RunResult two = j.launch(29651, "two", 8);
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  const auto a = read_metrics(j.dir / "one/metrics.csv"), b = read_metrics(j.dir / "two/metrics.csv");
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  bool first_update = true;  // skipped (overflow) steps leave the weights equal too
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double rel = std::fabs(a[i].loss - b[i].loss) / std::fabs(a[i].loss);
+    const double gn = std::fabs(a[i].grad_norm - b[i].grad_norm) / a[i].grad_norm;
+    std::printf("fp16 step %lld: 1 GPU loss %.7f grad norm %.6g | 2 GPUs loss %.7f grad norm %.6g | rel %.2e %.2e\n",
+                static_cast<long long>(a[i].step), a[i].loss, a[i].grad_norm, b[i].loss, b[i].grad_norm, rel, gn);
+    CHECK(a[i].skipped == b[i].skipped);
+    CHECK(rel < 1e-2);
+    if (first_update && !a[i].skipped) {
+      CHECK(gn < 1e-3);
+      first_update = false;
+    }
+  }
+  CHECK(!first_update);
+}
+
 TEST_CASE("fp16 with dropout: overlapped buckets give exactly the --delay_allreduce result; loss falls") {
   require_gpus(2);
   Job j(true, 0.1);
@@ -124,18 +156,30 @@ TEST_CASE("fp16 with dropout: overlapped buckets give exactly the --delay_allred
   }
   CHECK(a.back().loss < a.front().loss);
 
-  // Layer gradients all-reduced in place (default, one micro-batch per step) vs every gradient
-  // through the fp32 -> fp16 staging copy: the same fp16 sums, so the same bits.
-  CHECK(contains(overlap.output, "all-reduce each layer's gradients in place"));
+  // Layer gradients summed in place (default, one micro-batch per step: by copy engines on a
+  // peer GPU pair, trainer/peer_sum.h), in place over NCCL (DSKC_TEST_ALLREDUCE=nccl), and every
+  // gradient through the fp32 -> fp16 staging copy (=staged): the same correctly rounded fp16
+  // sums, so the same bits.
+  if (contains(overlap.output, "not copy engines"))
+    MESSAGE("copy engines unavailable on this GPU pair; the default path is NCCL in place");
+  else
+    CHECK(contains(overlap.output, "layer gradients exchanged in place by copy engines between GPUs"));
+  RunResult viaNccl = j.launch(29650, "nccl", 10, "", "DSKC_TEST_ALLREDUCE=nccl");
+  INFO(viaNccl.output);
+  REQUIRE(viaNccl.exit_code == 0);
+  CHECK(contains(viaNccl.output, "steps of one micro-batch: layer gradients summed in place over NCCL"));
   RunResult staged = j.launch(29649, "staged", 10, "", "DSKC_TEST_ALLREDUCE=staged");
   INFO(staged.output);
   REQUIRE(staged.exit_code == 0);
   CHECK(!contains(staged.output, "in place"));
-  const auto s = read_metrics(j.dir / "staged/metrics.csv");
+  const auto s = read_metrics(j.dir / "staged/metrics.csv"), n = read_metrics(j.dir / "nccl/metrics.csv");
   REQUIRE(s.size() == 10);
+  REQUIRE(n.size() == 10);
   for (size_t i = 0; i < s.size(); ++i) {
     CHECK(s[i].loss == a[i].loss);
     CHECK(s[i].grad_norm == a[i].grad_norm);
+    CHECK(n[i].loss == a[i].loss);
+    CHECK(n[i].grad_norm == a[i].grad_norm);
   }
 
   // "fp32_allreduce": true sums the same gradients in fp32: the same curve up to rounding.
@@ -222,5 +266,7 @@ TEST_CASE("two nodes started by separate launcher invocations train together") {
   CHECK(contains(log0, "data parallel: 2 ranks, rendezvous at 127.0.0.1:29647"));
   CHECK(contains(log0, "parameters identical on all 2 ranks after step 6"));
   CHECK(contains(log1, "[rank 1] rank 1/2 (local rank 0)"));
+  // Each node sees only its own GPU: no copy engines between them, NCCL sums the layers.
+  CHECK(contains(log0, "(not copy engines: GPU"));
   CHECK(read_metrics(j.dir / "nodes/metrics.csv").size() == 6);
 }
