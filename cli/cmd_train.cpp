@@ -5,9 +5,9 @@
 // from the environment (trainer/dist_env.h; launchers set it; default: one process).
 // Test hook: DSKC_TEST_FAULT="overflow|fail|hang:STEP[:RANK]" injects a gradient overflow, a
 // failure or a hang at that step (on that rank only when RANK is given);
-// DSKC_TEST_ALLREDUCE=staged all-reduces every gradient through the fp32 -> dtype staging copy
-// (no in-place layer all-reduce), =nccl sums layer gradients in place over NCCL even where copy
-// engines could (trainer/peer_sum.h), for the tests that all three give the same sums.
+// DSKC_TEST_ALLREDUCE=staged all-reduces every gradient whole through the fp32 -> dtype staging
+// copy (no in-place layers, no split word-embedding table), =nccl sums layer gradients in place
+// over NCCL even where copy engines could (trainer/peer_sum.h), for the tests comparing them.
 #include <fmt/format.h>
 
 #include <cstdio>

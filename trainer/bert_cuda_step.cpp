@@ -96,7 +96,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   // gradients instead of the accumulators' staging copies.
   layers_in_place_ = syncing_ && reduce_in_dtype_ && grads_zero_ && opt_.allreduce_in_place;
   if (layers_in_place_ && peer_) peer_->next_step();
-  word_split_ = syncing_ && reduce_in_dtype_;
+  word_split_ = syncing_ && reduce_in_dtype_ && opt_.allreduce_in_place;
   grads_zero_ = false;
   deferred_layers_.clear();
   const BertShape& shape = opt_.shape;
