@@ -7,7 +7,8 @@
 // failure or a hang at that step (on that rank only when RANK is given);
 // DSKC_TEST_ALLREDUCE=staged all-reduces every gradient whole through the fp32 -> dtype staging
 // copy (no in-place layers, no split word-embedding table), =nccl sums layer gradients in place
-// over NCCL even where copy engines could (trainer/peer_sum.h), for the tests comparing them.
+// over NCCL even where copy engines could (trainer/peer_sum.h), =whole_word sums the word-
+// embedding table whole at the end; comma-separated, for the tests and benchmarks comparing them.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -70,11 +71,24 @@ void apply_fault_hook(TrainOptions& o) {
 void apply_allreduce_hook(TrainOptions& o) {
   const char* v = std::getenv("DSKC_TEST_ALLREDUCE");
   if (!v || !*v) return;
-  const std::string mode = v;
-  if (mode != "staged" && mode != "nccl")
-    throw Error(ErrorKind::Usage, fmt::format("DSKC_TEST_ALLREDUCE='{}': expected \"staged\" or \"nccl\"", v));
-  o.allreduce_in_place = mode != "staged";
-  o.peer_copy = false;
+  // A comma-separated list: staged | nccl | whole_word
+  std::string rest = v;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string mode = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    if (mode == "staged") {
+      o.allreduce_in_place = false;
+      o.peer_copy = false;
+    } else if (mode == "nccl") {
+      o.peer_copy = false;
+    } else if (mode == "whole_word") {
+      o.word_split = false;
+    } else {
+      throw Error(ErrorKind::Usage, fmt::format("DSKC_TEST_ALLREDUCE='{}': expected a comma-separated list of "
+                                                "\"staged\", \"nccl\", \"whole_word\"", v));
+    }
+  }
 }
 
 }  // namespace

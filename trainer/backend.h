@@ -84,14 +84,16 @@ struct BackendOptions {
   // fp16/bf16, a step of one micro-batch per rank: each layer's dtype gradient buffer is
   // all-reduced in place and then added to the (zero) fp32 accumulators, instead of fp32 ->
   // staging copy -> all-reduce -> back. Same sums bit for bit, a third of the memory traffic.
-  // Also (fp16/bf16, any accumulation): the word-embedding gradient is summed as its decoder
-  // share right after the MLM head plus, at the end, only the rows some rank's batch used.
   // false: every gradient whole through the staging copy (test hook DSKC_TEST_ALLREDUCE=staged).
   bool allreduce_in_place = true;
   // With allreduce_in_place and two ranks whose GPUs are peers on one host: the layer gradients
   // move by copy engines (trainer/peer_sum.h) instead of NCCL kernels; same sums bit for bit.
   // false: NCCL (test hook DSKC_TEST_ALLREDUCE=nccl compares the two).
   bool peer_copy = true;
+  // fp16/bf16 with allreduce_in_place, any accumulation: the word-embedding gradient is summed as
+  // its decoder share right after the MLM head plus, at the end, only the rows some rank's batch
+  // used. false: the whole table at the end (test hook DSKC_TEST_ALLREDUCE=whole_word).
+  bool word_split = true;
 };
 
 class TrainBackend {

@@ -155,7 +155,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     reduce_in_dtype_ = dtype_ != DType::F32 && !opt.fp32_allreduce;
     if (reduce_in_dtype_) {
       reduce_stage_ = DeviceBuffer(*ctx_, total_floats_ * eb_);
-      DSKC_CU(cuMemAllocHost(reinterpret_cast<void**>(&union_host_), V * sizeof(int32_t)));
+      DSKC_CU(cuMemAllocHost(reinterpret_cast<void**>(&union_host_), 3 * V * sizeof(int32_t)));
       word_rows_idx_ = DeviceBuffer(*ctx_, 2 * V * sizeof(int32_t));
       word_rows_ = DeviceBuffer(*ctx_, V * H * eb_);
     }

@@ -108,8 +108,7 @@ class CudaBackend : public TrainBackend {
   void reduce_layer_in_place(int l);
   // The embedding backward's word-table rows with word_split_: this rank's row sums for the
   // union of the ranks' ids, all-reduced, added into grads_ (the groups of this batch's ids).
-  void reduce_word_rows(CUdeviceptr group_target, CUdeviceptr group_start, CUdeviceptr group_member,
-                        const std::vector<int32_t>& targets);
+  void reduce_word_rows(CUdeviceptr group_start, CUdeviceptr group_member, const std::vector<int32_t>& targets);
 
   BackendOptions opt_;
   DType dtype_;
@@ -158,8 +157,9 @@ class CudaBackend : public TrainBackend {
   // after the embedding backward, only the rows of the union of the ranks' token ids (compact
   // [U, H] all-reduce) instead of the whole [V, H] table at the end of the step.
   bool word_split_ = false;
-  int32_t* union_host_ = nullptr;       // [V] page-locked: how many ranks use each token id
-  std::vector<int32_t> word_rows_host_;  // [2U] union ids, then this rank's group of each (-1)
+  // Page-locked [3V]: how many ranks use each token id ([V]), then the compact rows' index
+  // ([2U]: union ids, then this rank's group of each or -1) on its way to word_rows_idx_.
+  int32_t* union_host_ = nullptr;
   DeviceBuffer word_rows_idx_, word_rows_;  // [2V] int32 and [V, H] dtype: room for every id
 };
 

@@ -64,17 +64,18 @@ void CudaBackend::gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdevic
   gemm_->run(s, a, b, c, 1.f, 0.f, bias);
 }
 
-void CudaBackend::reduce_word_rows(CUdeviceptr, CUdeviceptr group_start, CUdeviceptr group_member,
+void CudaBackend::reduce_word_rows(CUdeviceptr group_start, CUdeviceptr group_member,
                                    const std::vector<int32_t>& targets) {
   const int H = opt_.shape.hidden_size, V = opt_.shape.vocab_size;
   pg_->wait_host_copy("the gradient all-reduce");  // its first part: the token-id union
-  word_rows_host_ = union_rows(union_host_, V, targets);
-  const std::vector<int32_t>& h = word_rows_host_;
+  const std::vector<int32_t> h = union_rows(union_host_, V, targets);
   const size_t U = h.size() / 2;
   DSKC_ASSERT(U > 0, "token-id union of a non-empty batch");
-  // Kept in the member until the next call: the copy reads it after this returns.
+  // Through page-locked memory: an asynchronous copy (the host does not wait for backward).
+  int32_t* staged = union_host_ + V;
+  std::copy(h.begin(), h.end(), staged);
   const CUdeviceptr idx = word_rows_idx_.ptr();
-  DSKC_CU(cuMemcpyHtoDAsync(idx, h.data(), 2 * U * sizeof(int32_t), ctx_->stream()));
+  DSKC_CU(cuMemcpyHtoDAsync(idx, staged, 2 * U * sizeof(int32_t), ctx_->stream()));
   const CUdeviceptr rows = word_rows_.ptr();
   const auto* ids = reinterpret_cast<const int*>(idx);
   mkp::GroupedRowsCompact c{reinterpret_cast<const float*>(emb_dsum_.ptr()), ids + U,
@@ -96,7 +97,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   // gradients instead of the accumulators' staging copies.
   layers_in_place_ = syncing_ && reduce_in_dtype_ && grads_zero_ && opt_.allreduce_in_place;
   if (layers_in_place_ && peer_) peer_->next_step();
-  word_split_ = syncing_ && reduce_in_dtype_ && opt_.allreduce_in_place;
+  word_split_ = syncing_ && reduce_in_dtype_ && opt_.allreduce_in_place && opt_.word_split;
   grads_zero_ = false;
   deferred_layers_.clear();
   const BertShape& shape = opt_.shape;
@@ -290,7 +291,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     const int table[3] = {word_, pos_, type_};
     for (int i = 0; i < 3; ++i) {
       if (i == 0 && word_split_) {
-        reduce_word_rows(at(o_groups[0][0]), at(o_groups[0][1]), at(o_groups[0][2]), g_word.target);
+        reduce_word_rows(at(o_groups[0][1]), at(o_groups[0][2]), g_word.target);
         continue;
       }
       const int n_groups = static_cast<int>(groups[i]->target.size());

@@ -167,6 +167,7 @@ TrainResult train(const TrainOptions& opt) {
   bo.fp32_allreduce = setup.ds.fp32_allreduce;
   bo.allreduce_in_place = opt.allreduce_in_place;
   bo.peer_copy = opt.peer_copy;
+  bo.word_split = opt.word_split;
   std::unique_ptr<TrainBackend> backend = choose_backend(opt, bo, lead ? log : quiet);
   result.backend_name = backend->name();
 
