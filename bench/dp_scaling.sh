@@ -5,8 +5,8 @@
 # --delay_allreduce, and overlapped with "fp32_allreduce": true (MODES="overlap delay fp32";
 # "staged" adds the overlapped fp16 all-reduce without the in-place layer path,
 # DSKC_TEST_ALLREDUCE=staged, "nccl" the in-place layer sums over NCCL instead of copy engines,
-# DSKC_TEST_ALLREDUCE=nccl, "whole" / "nccl_whole" those with the word-embedding table summed
-# whole at the end, for comparison). Prints a markdown table and
+# DSKC_TEST_ALLREDUCE=nccl, "split" the word-embedding table summed in two parts,
+# DSKC_TEST_ALLREDUCE=split_word, for comparison). Prints a markdown table and
 # writes it to $OUT/dp_scaling.md (logs in $OUT/dp_*.log).
 #   GPUS="1 2" STEPS=12 ACC=1 DSKC=build-gpu/dskc bash bench/dp_scaling.sh
 # seq/s is the rate over the second half of the steps (print interval STEPS/2), so start-up and
@@ -57,10 +57,9 @@ for n in $GPUS; do
     port=$((29700 + n * 4)); [ "$mode" = delay ] && port=$((port + 1)); [ "$mode" = fp32 ] && port=$((port + 2))
     [ "$mode" = staged ] && port=$((port + 3))
     [ "$mode" = nccl ] && port=$((port + 40))
-    [ "$mode" = whole ] && port=$((port + 41))
-    [ "$mode" = nccl_whole ] && port=$((port + 42))
+    [ "$mode" = split ] && port=$((port + 41))
     envv=""; [ "$mode" = staged ] && envv="DSKC_TEST_ALLREDUCE=staged"; [ "$mode" = nccl ] && envv="DSKC_TEST_ALLREDUCE=nccl"
-    [ "$mode" = whole ] && envv="DSKC_TEST_ALLREDUCE=whole_word"; [ "$mode" = nccl_whole ] && envv="DSKC_TEST_ALLREDUCE=nccl,whole_word"
+    [ "$mode" = split ] && envv="DSKC_TEST_ALLREDUCE=split_word"
     if [ "$n" -eq 1 ]; then
       timeout 400 $BIN train $common $extra --train_batch_size $tb --data_dir "$WORK/data" --output_dir "$WORK/o1" > "$log" 2>&1
     else
@@ -85,8 +84,7 @@ for n in $GPUS; do
       fp32) label="fp32 (fp32_allreduce), 25 MB buckets overlapped" ;;
       staged) label="fp16, 25 MB buckets overlapped, staging copies (no in-place layers)" ;;
       nccl) label="fp16, overlapped: layers in place over NCCL, 25 MB buckets for the rest" ;;
-      whole) label="fp16, overlapped: layers in place (copy engines), word-embedding table whole at the end" ;;
-      nccl_whole) label="fp16, overlapped: layers in place over NCCL, word-embedding table whole at the end" ;;
+      split) label="fp16, overlapped: layers in place (copy engines), word-embedding table split (decoder share early, token rows at the end)" ;;
       *) label="fp16, overlapped: layers in place ($(grep -o 'by copy engines\|over NCCL' "$log" | head -1)), 25 MB buckets for the rest" ;;
     esac
     [ "$n" -eq 1 ] && label="none"

@@ -7,8 +7,9 @@
 // failure or a hang at that step (on that rank only when RANK is given);
 // DSKC_TEST_ALLREDUCE=staged all-reduces every gradient whole through the fp32 -> dtype staging
 // copy (no in-place layers, no split word-embedding table), =nccl sums layer gradients in place
-// over NCCL even where copy engines could (trainer/peer_sum.h), =whole_word sums the word-
-// embedding table whole at the end; comma-separated, for the tests and benchmarks comparing them.
+// over NCCL even where copy engines could (trainer/peer_sum.h), =split_word sums the word-
+// embedding table in two parts (BackendOptions::word_split); comma-separated, for the tests and
+// benchmarks comparing them.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -71,7 +72,7 @@ void apply_fault_hook(TrainOptions& o) {
 void apply_allreduce_hook(TrainOptions& o) {
   const char* v = std::getenv("DSKC_TEST_ALLREDUCE");
   if (!v || !*v) return;
-  // A comma-separated list: staged | nccl | whole_word
+  // A comma-separated list: staged | nccl | split_word
   std::string rest = v;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
@@ -82,11 +83,11 @@ void apply_allreduce_hook(TrainOptions& o) {
       o.peer_copy = false;
     } else if (mode == "nccl") {
       o.peer_copy = false;
-    } else if (mode == "whole_word") {
-      o.word_split = false;
+    } else if (mode == "split_word") {
+      o.word_split = true;
     } else {
       throw Error(ErrorKind::Usage, fmt::format("DSKC_TEST_ALLREDUCE='{}': expected a comma-separated list of "
-                                                "\"staged\", \"nccl\", \"whole_word\"", v));
+                                                "\"staged\", \"nccl\", \"split_word\"", v));
     }
   }
 }

@@ -92,8 +92,10 @@ struct BackendOptions {
   bool peer_copy = true;
   // fp16/bf16 with allreduce_in_place, any accumulation: the word-embedding gradient is summed as
   // its decoder share right after the MLM head plus, at the end, only the rows some rank's batch
-  // used. false: the whole table at the end (test hook DSKC_TEST_ALLREDUCE=whole_word).
-  bool word_split = true;
+  // used, instead of the whole table at the end. Off: on two H200s it shortens the exposed tail
+  // by 0.2 ms but makes the step 0.6 ms longer (bench/NOTES.md, dp4); test hook
+  // DSKC_TEST_ALLREDUCE=split_word turns it on.
+  bool word_split = false;
 };
 
 class TrainBackend {

@@ -152,7 +152,7 @@ class CudaBackend : public TrainBackend {
   std::unique_ptr<PeerSum> peer_;
   std::vector<size_t> peer_offset_;
   std::string dp_path_;
-  // This call (fp16/bf16, syncing): the word-embedding gradient is summed in two parts, its
+  // This call (fp16/bf16, syncing, BackendOptions::word_split): the word-embedding gradient is summed in two parts, its
   // dense decoder share right after the MLM head (overlapped with the encoder's backward) and,
   // after the embedding backward, only the rows of the union of the ranks' token ids (compact
   // [U, H] all-reduce) instead of the whole [V, H] table at the end of the step.

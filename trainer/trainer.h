@@ -68,7 +68,7 @@ struct TrainOptions {
   bool delay_allreduce = false;  // data parallel: one all-reduce after backward, no overlap
   bool allreduce_in_place = true;  // BackendOptions::allreduce_in_place (test hook: false)
   bool peer_copy = true;           // BackendOptions::peer_copy (test hook: false)
-  bool word_split = true;          // BackendOptions::word_split (test hook: false)
+  bool word_split = false;         // BackendOptions::word_split (test hook: true)
   std::string lr_schedule = "LE";
   double lr_offset = 0.0;
   bool rewarmup = false;

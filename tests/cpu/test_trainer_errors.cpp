@@ -247,7 +247,7 @@ TEST_CASE("the guide's command line runs through dskc train on the CPU backend")
   CHECK(contains(f.output, "DSKC_TEST_FAULT='explode:3': expected overflow|fail|hang:STEP[:RANK]"));
   auto g = dskc_test::run_dskc(ok, "DSKC_TEST_ALLREDUCE=inplace");
   CHECK(g.exit_code == 2);
-  CHECK(contains(g.output, "DSKC_TEST_ALLREDUCE='inplace': expected a comma-separated list of \"staged\", \"nccl\", \"whole_word\""));
+  CHECK(contains(g.output, "DSKC_TEST_ALLREDUCE='inplace': expected a comma-separated list of \"staged\", \"nccl\", \"split_word\""));
   auto w = dskc_test::run_dskc(ok, "WORLD_SIZE=2 RANK=5");
   CHECK(w.exit_code == 3);  // the launcher environment is validated (rank outside the world)
   CHECK(contains(w.output, "RANK"));

@@ -105,10 +105,10 @@ TEST_CASE("2 GPUs x micro-batch B follow 1 GPU accumulating 2 x B (fp32, no drop
 }
 
 TEST_CASE("fp16: 2 GPUs x B follow 1 GPU accumulating 2 x B up to fp16 rounding") {
-  // The fp16 path sums differently from one GPU's accumulation: layers exchanged in place (copy
-  // engines or NCCL), the word-embedding table as its decoder share early plus the rows of the
-  // ranks' token-id union at the end. At step 1 the weights are equal, so the gradient norms
-  // differ only by fp16 rounding of the sums; a lost or doubled share would show at once.
+  // The fp16 path sums differently from one GPU's accumulation: layer gradients exchanged in
+  // place (copy engines or NCCL), the rest through fp16 staging copies. Until the first update
+  // the weights are equal, so the gradient norms differ only by fp16 rounding of the sums; a
+  // lost or doubled share would show at once.
   require_gpus(2);
   Job j(true, 0.0);
   RunResult one = run_dskc(j.train_args("one", 8, "--gradient_accumulation_steps 2"));
@@ -157,11 +157,11 @@ TEST_CASE("fp16 with dropout: overlapped buckets give exactly the --delay_allred
   CHECK(a.back().loss < a.front().loss);
 
   // Layer gradients summed in place (default, one micro-batch per step: by copy engines on a
-  // peer GPU pair, trainer/peer_sum.h) and in place over NCCL (DSKC_TEST_ALLREDUCE=nccl): the
-  // same correctly rounded fp16 sums, so the same bits. Every gradient whole through the fp32 ->
-  // fp16 staging copy (=staged) rounds the word-embedding table's sum once instead of twice
-  // (decoder share and token rows apart): at step 1 (equal weights) the gradient norms agree to
-  // fp16 rounding, later the curves stay close.
+  // peer GPU pair, trainer/peer_sum.h), in place over NCCL (DSKC_TEST_ALLREDUCE=nccl) and every
+  // gradient through the fp32 -> fp16 staging copy (=staged): the same correctly rounded fp16
+  // sums, so the same bits. The word-embedding table summed in two parts (=split_word: decoder
+  // share early, the ranks' token rows at the end) rounds differently: at step 1 (equal weights)
+  // the gradient norms agree to fp16 rounding, later the curves stay close.
   if (contains(overlap.output, "not copy engines"))
     MESSAGE("copy engines unavailable on this GPU pair; the default path is NCCL in place");
   else
@@ -174,16 +174,23 @@ TEST_CASE("fp16 with dropout: overlapped buckets give exactly the --delay_allred
   INFO(staged.output);
   REQUIRE(staged.exit_code == 0);
   CHECK(!contains(staged.output, "in place"));
-  const auto s = read_metrics(j.dir / "staged/metrics.csv"), n = read_metrics(j.dir / "nccl/metrics.csv");
+  RunResult split = j.launch(29652, "split", 10, "", "DSKC_TEST_ALLREDUCE=split_word");
+  INFO(split.output);
+  REQUIRE(split.exit_code == 0);
+  const auto s = read_metrics(j.dir / "staged/metrics.csv"), n = read_metrics(j.dir / "nccl/metrics.csv"),
+             w = read_metrics(j.dir / "split/metrics.csv");
   REQUIRE(s.size() == 10);
   REQUIRE(n.size() == 10);
+  REQUIRE(w.size() == 10);
   for (size_t i = 0; i < s.size(); ++i) {
+    CHECK(s[i].loss == a[i].loss);
+    CHECK(s[i].grad_norm == a[i].grad_norm);
     CHECK(n[i].loss == a[i].loss);
     CHECK(n[i].grad_norm == a[i].grad_norm);
-    const double rel = std::fabs(s[i].loss - a[i].loss) / std::fabs(a[i].loss);
-    const double gn = std::fabs(s[i].grad_norm - a[i].grad_norm) / a[i].grad_norm;
-    std::printf("step %zu: staged loss %.7f grad norm %.6g | default loss %.7f grad norm %.6g | rel %.2e %.2e\n", i + 1,
-                s[i].loss, s[i].grad_norm, a[i].loss, a[i].grad_norm, rel, gn);
+    const double rel = std::fabs(w[i].loss - a[i].loss) / std::fabs(a[i].loss);
+    const double gn = std::fabs(w[i].grad_norm - a[i].grad_norm) / a[i].grad_norm;
+    std::printf("step %zu: split loss %.7f grad norm %.6g | default loss %.7f grad norm %.6g | rel %.2e %.2e\n", i + 1,
+                w[i].loss, w[i].grad_norm, a[i].loss, a[i].grad_norm, rel, gn);
     CHECK(rel < 1e-2);
     if (i == 0) CHECK(gn < 1e-4);
   }
