@@ -117,13 +117,17 @@ std::optional<std::string> detect_gpu_arch(int device) {
   return fmt::format("sm_{}{}", major, minor);
 }
 
-void throw_cuda_error(CUresult r, const char* call, const char* file, int line) {
+std::string cuda_error_name(CUresult r) {
   const char* name = "unknown";
   try {
     driver().cuGetErrorName(r, &name);
   } catch (...) {
   }
-  throw Error(ErrorKind::Device, fmt::format("CUDA error {} in {} ({}:{})", name, call, file, line));
+  return name;
+}
+
+void throw_cuda_error(CUresult r, const char* call, const char* file, int line) {
+  throw Error(ErrorKind::Device, fmt::format("CUDA error {} in {} ({}:{})", cuda_error_name(r), call, file, line));
 }
 
 }  // namespace dskc

@@ -65,6 +65,9 @@ bool gpu_available();
 // "sm_90" etc. for device 0 (or `device`), nullopt without a GPU (never throws).
 std::optional<std::string> detect_gpu_arch(int device = 0);
 
+// The driver's name of a result, e.g. "CUDA_ERROR_INVALID_VALUE" ("unknown" without a driver).
+std::string cuda_error_name(CUresult r);
+
 [[noreturn]] void throw_cuda_error(CUresult r, const char* call, const char* file, int line);
 
 }  // namespace dskc

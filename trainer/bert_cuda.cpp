@@ -153,8 +153,8 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     }
     tracker_ = std::make_unique<BucketTracker>(*bucket_plan_, std::move(gp));
     reduce_in_dtype_ = dtype_ != DType::F32 && !opt.fp32_allreduce;
-    if (reduce_in_dtype_) {
-      reduce_stage_ = DeviceBuffer(*ctx_, total_floats_ * eb_);
+    if (reduce_in_dtype_) reduce_stage_ = DeviceBuffer(*ctx_, total_floats_ * eb_);
+    if (reduce_in_dtype_ && opt.allreduce_in_place && opt.word_split) {  // word_split_'s buffers
       DSKC_CU(cuMemAllocHost(reinterpret_cast<void**>(&union_host_), 3 * V * sizeof(int32_t)));
       word_rows_idx_ = DeviceBuffer(*ctx_, 2 * V * sizeof(int32_t));
       word_rows_ = DeviceBuffer(*ctx_, V * H * eb_);
@@ -212,9 +212,9 @@ void CudaBackend::reduce_range(int lo, int hi) {
   const CUdeviceptr stage = reduce_stage_.ptr() + offset_[lo] * eb_;
   mkp::Cast to{reinterpret_cast<const float*>(grad(lo)), reinterpret_cast<void*>(stage), n};
   launch_on(pg_->stream(), "model_cast_params", stride_grid(n), &to);
-  pg_->all_reduce(stage, n, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+  pg_->all_reduce(stage, n, nccl_dtype());
   mkp::Accumulate back{reinterpret_cast<const void*>(stage), reinterpret_cast<float*>(grad(lo)), n};
-  launch_on(pg_->stream(), "model_widen", std::min(stride_grid(n), 4096u), &back);
+  launch_on(pg_->stream(), "model_widen", stride_grid(n), &back);
 }
 
 void CudaBackend::reduce_layer_in_place(int l) {
@@ -232,11 +232,11 @@ void CudaBackend::reduce_layer_in_place(int l) {
       const CUdeviceptr ours = layer.grad(layer_param_names_[static_cast<size_t>(k)]);
       mkp::AddPair p{reinterpret_cast<const void*>(ours), reinterpret_cast<const void*>(theirs + (ours - layer.grads_base())),
                      reinterpret_cast<float*>(grad(idx)), numel(idx)};
-      launch_on(s, "model_add_pair", std::min(stride_grid(p.n), 4096u), &p);
+      launch_on(s, "model_add_pair", stride_grid(p.n), &p);
     }
     return;
   }
-  pg_->all_reduce(layer.grads_base(), layer.grads_bytes() / eb_, dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+  pg_->all_reduce(layer.grads_base(), layer.grads_bytes() / eb_, nccl_dtype());
   for (int k = 0; k < kLayerParams; ++k) {
     const int idx = layer_idx_[static_cast<size_t>(l)][static_cast<size_t>(k)];
     accumulate_n(layer.grad(layer_param_names_[static_cast<size_t>(k)]), grad(idx), numel(idx), pg_->stream());

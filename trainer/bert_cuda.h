@@ -42,6 +42,7 @@
 #include "runtime/context.h"
 #include "runtime/gemm.h"
 #include "runtime/gpu_layer.h"
+#include "runtime/nccl_api.h"
 #include "runtime/transformer_layer.h"
 #include "trainer/backend.h"
 #include "trainer/grad_buckets.h"
@@ -90,6 +91,7 @@ class CudaBackend : public TrainBackend {
   CUdeviceptr grad(int idx) const { return grads_.ptr() + offset_[idx] * 4; }
   CUdeviceptr weight(int idx) const;  // dtype copy of a non-encoder parameter
   size_t numel(int idx) const { return static_cast<size_t>(specs_[idx].numel()); }
+  ncclDataType_t nccl_dtype() const { return dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16; }
   ParamMap download_all(const DeviceBuffer& buf, const std::string& prefix_avg = "") const;
   void upload_all(DeviceBuffer& buf, const ParamMap& host, const std::string& prefix);
   double sum_squares(CUdeviceptr x, size_t n);  // deterministic Σ x² in double

@@ -83,7 +83,7 @@ void CudaBackend::reduce_word_rows(CUdeviceptr group_start, CUdeviceptr group_me
                             reinterpret_cast<void*>(rows), static_cast<int>(U)};
   launch("model_grouped_rows_compact", static_cast<unsigned>(U), &c);
   pg_->wait_for_compute();
-  pg_->all_reduce(rows, U * static_cast<size_t>(H), dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16);
+  pg_->all_reduce(rows, U * static_cast<size_t>(H), nccl_dtype());
   mkp::ScatterRows sc{reinterpret_cast<const void*>(rows), ids, reinterpret_cast<float*>(grad(word_)), static_cast<int>(U)};
   launch_on(pg_->stream(), "model_scatter_add_rows", static_cast<unsigned>(U), &sc);
 }

@@ -19,12 +19,6 @@ namespace {
 constexpr size_t kAlign = 4096;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-std::string cu_name(CUresult r) {
-  const char* n = "?";
-  driver().cuGetErrorName(r, &n);
-  return n;
-}
-
 std::string to_hex(const void* p, size_t n) {
   std::string s;
   const auto* b = static_cast<const unsigned char*>(p);
@@ -93,7 +87,7 @@ std::unique_ptr<PeerSum> PeerSum::create(ProcessGroup& pg, Context& ctx, size_t 
   if (const CUresult r = d.cuIpcGetMemHandle(&handle, ps->recv_.ptr()); r == CUDA_SUCCESS)
     mine.handle_hex = to_hex(&handle, sizeof(handle));
   else
-    problem = fmt::format("cuIpcGetMemHandle failed ({})", cu_name(r));
+    problem = fmt::format("cuIpcGetMemHandle failed ({})", cuda_error_name(r));
   const int other = 1 - pg.rank();
   pg.store_set(fmt::format("peer_sum/{}", pg.rank()), encode(mine));
   const Record theirs = decode(pg.store_get(fmt::format("peer_sum/{}", other)));
@@ -123,14 +117,14 @@ std::unique_ptr<PeerSum> PeerSum::create(ProcessGroup& pg, Context& ctx, size_t 
     } else if (const CUresult r = d.cuIpcOpenMemHandle(&ps->peer_recv_, their_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
                r != CUDA_SUCCESS) {
       ps->peer_recv_ = 0;
-      problem = fmt::format("cuIpcOpenMemHandle failed ({})", cu_name(r));
+      problem = fmt::format("cuIpcOpenMemHandle failed ({})", cuda_error_name(r));
     } else {
       // The operations the protocol uses, once: a wait on our own flag (already satisfied) and
       // a write of the value the other's flag already holds.
       CUresult t = d.cuStreamWaitValue32(ctx.stream(), ps->recv_.ptr() + ps->flags_offset(), 0, CU_STREAM_WAIT_VALUE_GEQ);
       if (t == CUDA_SUCCESS) t = d.cuMemsetD32Async(ps->peer_recv_ + ps->flags_offset(), 0, 1, ctx.stream());
       if (t == CUDA_SUCCESS) t = d.cuStreamSynchronize(ctx.stream());
-      if (t != CUDA_SUCCESS) problem = fmt::format("stream memory operations on peer memory failed ({})", cu_name(t));
+      if (t != CUDA_SUCCESS) problem = fmt::format("stream memory operations on peer memory failed ({})", cuda_error_name(t));
     }
   }
   // Both or neither.
