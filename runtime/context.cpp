@@ -69,8 +69,14 @@ Context::~Context() {
     synchronize();
   } catch (...) {
   }
+  try {
+    if (side_stream_) DSKC_CU(cuStreamSynchronize(side_stream_));
+  } catch (...) {
+  }
   scratch_ = DeviceBuffer();
   lt_workspace_ = DeviceBuffer();
+  side_workspace_ = DeviceBuffer();
+  if (side_stream_) driver().cuStreamDestroy(side_stream_);
   if (cublaslt_) blas().cublasLtDestroy(cublaslt_);
   if (cublas_) blas().cublasDestroy(cublas_);
   if (stream_) driver().cuStreamDestroy(stream_);
@@ -85,6 +91,14 @@ std::string Context::device_name() const {
 
 void Context::make_current() const { DSKC_CU(cuCtxSetCurrent(ctx_)); }
 void Context::synchronize() const { DSKC_CU(cuStreamSynchronize(stream_)); }
+
+GemmLane Context::side_lane() {
+  if (!side_stream_) {
+    side_workspace_ = DeviceBuffer(*this, lt_workspace_.bytes());
+    DSKC_CU(cuStreamCreate(&side_stream_, CU_STREAM_NON_BLOCKING));
+  }
+  return {side_stream_, side_workspace_.ptr(), side_workspace_.bytes()};
+}
 
 CUdeviceptr Context::allocate(size_t bytes) {
   if (cap_ && allocated_ + bytes > cap_)

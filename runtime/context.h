@@ -39,6 +39,14 @@ class DeviceBuffer {
 // missing index and the GPU count.
 CUdevice checked_device(int& device);
 
+// A stream and the cuBLASLt workspace GEMMs on it use: GEMMs on different lanes may run at the
+// same time, so each lane has its own workspace.
+struct GemmLane {
+  CUstream stream = nullptr;
+  CUdeviceptr workspace = 0;
+  size_t workspace_bytes = 0;
+};
+
 class Context {
  public:
   // device -1: the current device if a context is current, else device 0.
@@ -55,7 +63,15 @@ class Context {
   CUdeviceptr lt_workspace() const { return lt_workspace_.ptr(); }
   size_t lt_workspace_bytes() const { return lt_workspace_.bytes(); }
   void make_current() const;
+  // Waits for the main stream (and what it waits for: work a layer put on the side stream is
+  // always joined back into the main stream before the layer's call returns).
   void synchronize() const;
+
+  GemmLane main_lane() const { return {stream_, lt_workspace_.ptr(), lt_workspace_.bytes()}; }
+  // A second stream with its own 32 MiB cuBLASLt workspace, created on first use: layers put
+  // backward work there that may overlap the main stream's (weight-gradient GEMMs, regenerated
+  // tensors) and make the main stream wait for it before they return.
+  GemmLane side_lane();
 
   // Shared scratch of at least `bytes` (contents undefined; grows, synchronizing first).
   CUdeviceptr scratch(size_t bytes);
@@ -78,6 +94,8 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublaslt_ = nullptr;
   DeviceBuffer lt_workspace_;
+  CUstream side_stream_ = nullptr;
+  DeviceBuffer side_workspace_;
   DeviceBuffer scratch_;
   size_t allocated_ = 0, peak_ = 0, cap_ = 0;
 };

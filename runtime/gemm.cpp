@@ -78,15 +78,16 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
                                                s.k, blas().cublasGetStatusName(st)));
   p->algo = res[0].algo;
   if (tune && found > 1) {
+    const GemmLane main = ctx_.main_lane();
     CUevent e0, e1;
     DSKC_CU(cuEventCreate(&e0, CU_EVENT_DEFAULT));
     DSKC_CU(cuEventCreate(&e1, CU_EVENT_DEFAULT));
     float best = 1e30f;
     for (int i = 0; i < found; ++i) {
       if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &res[i].algo);  // warm-up
+      launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &res[i].algo, main);  // warm-up
       DSKC_CU(cuEventRecord(e0, ctx_.stream()));
-      for (int r = 0; r < 3; ++r) launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &res[i].algo);
+      for (int r = 0; r < 3; ++r) launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &res[i].algo, main);
       DSKC_CU(cuEventRecord(e1, ctx_.stream()));
       DSKC_CU(cuEventSynchronize(e1));
       float ms = 0;
@@ -105,7 +106,7 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
 }
 
 void Gemm::launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta, CUdeviceptr bias,
-                  const void* algo) {
+                  const void* algo, const GemmLane& lane) {
   if (bias) {
     void* bp = reinterpret_cast<void*>(bias);
     DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
@@ -113,17 +114,17 @@ void Gemm::launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float al
   DSKC_CUBLAS(blas().cublasLtMatmul(ctx_.cublaslt(), p.desc, &alpha, reinterpret_cast<const void*>(b), p.a,
                              reinterpret_cast<const void*>(a), p.b, &beta, reinterpret_cast<void*>(c), p.c,
                              reinterpret_cast<void*>(c), p.c, static_cast<const cublasLtMatmulAlgo_t*>(algo),
-                             reinterpret_cast<void*>(ctx_.lt_workspace()), ctx_.lt_workspace_bytes(),
-                             reinterpret_cast<cudaStream_t>(ctx_.stream())));
+                             reinterpret_cast<void*>(lane.workspace), lane.workspace_bytes,
+                             reinterpret_cast<cudaStream_t>(lane.stream)));
 }
 
 void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta,
-               CUdeviceptr bias, CUdeviceptr bias_grad) {
+               CUdeviceptr bias, CUdeviceptr bias_grad, const GemmLane* lane) {
   DSKC_ASSERT(!(bias && bias_grad), "a GEMM takes a bias or computes a bias gradient, not both");
   const Epilogue epi = bias ? Epilogue::Bias : bias_grad ? Epilogue::BiasGrad : Epilogue::None;
   const CUdeviceptr vec = bias ? bias : bias_grad;
   Plan& p = plan_for(s, epi, beta, a, b, c, vec);
-  launch(p, a, b, c, alpha, beta, vec, &p.algo);
+  launch(p, a, b, c, alpha, beta, vec, &p.algo, lane ? *lane : ctx_.main_lane());
 }
 
 void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,

@@ -31,8 +31,10 @@ class Gemm {
   // C = alpha·op(A)·op(B) + beta·C (+ bias[N] broadcast over rows when bias != 0).
   // bias_grad != 0 (weight gradients, op(A) = dYᵀ): also writes bias_grad[M] = Σ_rows dY, the
   // column sums of A, through cuBLASLt's BGRADB epilogue (fp16/bf16).
+  // `lane`: the stream and workspace (default: the Context's main lane). Autotuning times the
+  // candidates on the main stream and waits for them before the GEMM is enqueued on `lane`.
   void run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f, float beta = 0.f,
-           CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0);
+           CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0, const GemmLane* lane = nullptr);
   // Batched over device arrays of pointers (count entries each).
   void run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
                    float alpha = 1.f, float beta = 0.f);
@@ -47,7 +49,7 @@ class Gemm {
   Plan& plan_for(const GemmShape& s, Epilogue epi, float beta, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                  CUdeviceptr bias_ptr);
   void launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta, CUdeviceptr bias,
-              const void* algo);
+              const void* algo, const GemmLane& lane);
   Context& ctx_;
   DType dtype_;
   bool autotune_;

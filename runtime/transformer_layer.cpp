@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "compiler/errors.h"
@@ -49,6 +50,7 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   build_ms_ = br.module.compile_ms;
   module_ = std::make_unique<LoadedModule>(ctx_, br.module.image);
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
+  side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
   const size_t eb = dtype_bytes(cfg.dtype());
   size_t off = 0;
   for (const auto& p : layer_param_specs(cfg)) {
@@ -73,7 +75,63 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   ctx_.synchronize();
 }
 
-TransformerLayer::~TransformerLayer() = default;
+TransformerLayer::~TransformerLayer() {
+  if (fork_event_) driver().cuEventDestroy(fork_event_);
+  for (CUevent e : side_events_) driver().cuEventDestroy(e);
+}
+
+bool layer_side_stream_from_env() {
+  const char* v = std::getenv("DSKC_LAYER_STREAMS");
+  if (!v || !*v || std::string(v) == "2") return true;
+  if (std::string(v) == "1") return false;
+  throw Error(ErrorKind::Config,
+              fmt::format("DSKC_LAYER_STREAMS='{}': expected 1 (one stream) or 2 (backward overlaps the weight-gradient "
+                          "GEMMs on a second stream, the default)",
+                          v));
+}
+
+void TransformerLayer::fork() {
+  if (!side_) return;
+  DSKC_CU(cuEventRecord(fork_event_, ctx_.stream()));
+  DSKC_CU(cuStreamWaitEvent(side_lane_.stream, fork_event_, 0));
+}
+
+void TransformerLayer::side_done(std::initializer_list<CUdeviceptr> bufs) {
+  if (!side_) return;
+  if (side_events_used_ == side_events_.size()) {
+    CUevent e = nullptr;
+    DSKC_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    side_events_.push_back(e);
+  }
+  CUevent e = side_events_[side_events_used_++];
+  DSKC_CU(cuEventRecord(e, side_lane_.stream));
+  for (CUdeviceptr b : bufs)
+    if (b) side_touched_.emplace_back(b, e);
+}
+
+void TransformerLayer::main_waits_for(CUdeviceptr buf) {
+  if (!side_) return;
+  // Side events complete in order: waiting for the last one that touched buf covers the others.
+  CUevent last = nullptr;
+  for (auto it = side_touched_.begin(); it != side_touched_.end();) {
+    if (it->first == buf) {
+      last = it->second;
+      it = side_touched_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (last) DSKC_CU(cuStreamWaitEvent(ctx_.stream(), last, 0));
+}
+
+void TransformerLayer::join() {
+  if (!side_) return;
+  side_done({});
+  DSKC_CU(cuStreamWaitEvent(ctx_.stream(), side_events_[side_events_used_ - 1], 0));
+  side_touched_.clear();
+  side_events_used_ = 0;
+  side_ = false;
+}
 
 CUdeviceptr TransformerLayer::param(const std::string& name) const {
   auto it = param_offset_.find(name);
@@ -204,22 +262,31 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
   return 1;
 }
 
-void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsigned grid_y, const void* params) {
+void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsigned grid_y, const void* params,
+                              CUstream stream) {
   const KernelInfo* k = plan_.find_kernel(kernel);
   DSKC_ASSERT(k, "kernel " + kernel + " not in plan");
   CUfunction f = module_->function(kernel);
   void* args[] = {const_cast<void*>(params)};
-  if (prof_) prof_->begin(kernel, ctx_.stream());
-  DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1, 0, ctx_.stream(), args,
-                         nullptr));
-  if (prof_) prof_->end(ctx_.stream());
+  if (prof_) prof_->begin(kernel, stream);
+  DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1, 0, stream, args, nullptr));
+  if (prof_) prof_->end(stream);
 }
 
 void TransformerLayer::gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                             float alpha, float beta, CUdeviceptr bias, CUdeviceptr bias_grad) {
+  main_waits_for(c);
   if (prof_) prof_->begin(name, ctx_.stream());
   gemm_->run(s, a, b, c, alpha, beta, bias, bias_grad);
   if (prof_) prof_->end(ctx_.stream());
+}
+
+void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                                 CUdeviceptr bias_grad) {
+  if (!side_) return gemm(name, s, a, b, c, 1.f, 0.f, 0, bias_grad);
+  fork();
+  gemm_->run(s, a, b, c, 1.f, 0.f, 0, bias_grad, &side_lane_);
+  side_done({a, b, c, bias_grad});
 }
 
 void TransformerLayer::gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b,
@@ -229,12 +296,17 @@ void TransformerLayer::gemm_batched(const char* name, const GemmShape& s, CUdevi
   if (prof_) prof_->end(ctx_.stream());
 }
 
-void TransformerLayer::run_kernel(const std::string& name, const void* params, int rows) {
+void TransformerLayer::run_kernel(const std::string& name, const void* params, int rows, bool on_side) {
   const KernelInfo* k = plan_.find_kernel(name);
   DSKC_ASSERT(k, "kernel " + name + " not in plan");
   // FlashTiles: grid.y = B·heads (make_plan keeps batch_size·heads <= 65535 on that path).
   const unsigned grid_y = k->grid == GridKind::FlashTiles ? static_cast<unsigned>(batch_ * plan_.cfg.heads) : 1u;
-  launch(name, grid_for(*k, rows), grid_y, params);
+  if (on_side && side_) {
+    fork();
+    launch(name, grid_for(*k, rows), grid_y, params, side_lane_.stream);
+  } else {
+    launch(name, grid_for(*k, rows), grid_y, params, ctx_.stream());
+  }
 }
 
 void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0,
@@ -242,7 +314,7 @@ void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int p
   const KernelInfo* k = plan_.find_kernel(kernel);
   kp::ParamGradReduce p{reinterpret_cast<const float*>(part), reinterpret_cast<kp::Ptr>(out0),
                         reinterpret_cast<kp::Ptr>(out1), parts};
-  launch(kernel, grid_for(*k, 0), static_cast<unsigned>(k->arrays), &p);
+  launch(kernel, grid_for(*k, 0), static_cast<unsigned>(k->arrays), &p, ctx_.stream());
 }
 
 #define P(x) reinterpret_cast<kp::Ptr>(x)
@@ -351,10 +423,45 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   const CUdeviceptr arr = ptr_arrays_.ptr();
   auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  // Two streams (LayerOptions::side_stream): the weight-gradient GEMMs go to the side stream as soon
+  // as their operands exist; the main stream runs the chain of data gradients and waits for side
+  // work only before it overwrites a buffer that work reads (main_waits_for) and at the end (join).
+  side_ = side_enabled_ && !prof_;
+  side_touched_.clear();
+  side_events_used_ = 0;
+  if (side_) {
+    side_lane_ = ctx_.side_lane();
+    if (!fork_event_) DSKC_CU(cuEventCreate(&fork_event_, CU_EVENT_DISABLE_TIMING));
+  }
+  // Tensors backward regenerates that no main-stream step needs before the attention backward go
+  // first on the side stream (overlapping the FFN backward), else where they are needed: the
+  // attention dropout keep bits under attn_dropout_checkpoint and, in Pre-LN with
+  // normalize_invertible, the first LayerNorm's output (same kernel as forward, same bits).
+  const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
+  auto regenerate_bits = [&](bool on_side) {
+    if (!(plan_.fused_attention && plan_.attn_keep_bits && !plan_.attn_keep_bits_saved)) return;
+    kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch_, seq, rng};
+    run_kernel("attn_dropout_bits_bwd", &pk, rows, on_side);
+    if (on_side) side_done({t("attn_dropout_bits")});
+  };
+  auto regenerate_ln = [&](bool on_side) {
+    if (!(pre && inv)) return;
+    kp::LayerNormFwd p{P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
+                       F(t("ln_norm_rstd")), rows};
+    run_kernel("layernorm_fwd_norm", &p, rows, on_side);
+    if (on_side) side_done({h1, t("ln_norm_mean"), t("ln_norm_rstd")});
+  };
+  const bool regenerate_early = side_;
+  if (regenerate_early) {
+    regenerate_bits(true);
+    regenerate_ln(true);
+  }
   // x̂ from the LayerNorm output y (normalize_invertible: no input, no mean) or from x and mean.
   auto ln_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr residual, CUdeviceptr x, CUdeviceptr y,
                     const char* gamma, const char* beta, const char* mean, const char* rstd, CUdeviceptr dx,
                     bool from_output) {
+    main_waits_for(dx);
+    if (!from_output) main_waits_for(t(mean));
     kp::LayerNormBwd p{P(dy), P(residual), P(from_output ? y : x), P(param(gamma)), P(param(beta)),
                        from_output ? nullptr : F(t(mean)), F(t(rstd)), P(dx), F(part), rows};
     run_kernel(kernel, &p, rows);
@@ -365,6 +472,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // gradient from partial sums; with the epilogue the wgrad GEMM sums it (epi_bias below).
   auto dropout_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr dx, const char* bias) -> CUdeviceptr {
     if (epi && !hid_drop) return dy;
+    main_waits_for(dx);
     kp::DropoutBiasGrad p{P(dy), P(dx), F(part), rows, rng};
     run_kernel(kernel, &p, rows);
     if (!epi) reduce("param_grad_reduce_hidden", part, parts, grad(bias), 0);
@@ -384,19 +492,21 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // gelu_checkpoint: GELU(h) comes back from the GELU backward pass, so the output_w gradient
   // runs after it.
   auto output_wgrad = [&] {
-    gemm("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"), 1.f, 0.f,
-         0, epi_bias("output_b"));
+    gemm_side("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"),
+              epi_bias("output_b"));
   };
   if (!c.gelu_checkpoint) output_wgrad();
   gemm("gemm_output_dgrad", {false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
   {
+    main_waits_for(gi);
+    if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
     kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(c.gelu_checkpoint ? t("ffn_gelu_out") : 0), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
     if (!epi) reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
   }
   if (c.gelu_checkpoint) output_wgrad();
-  gemm("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"), 1.f, 0.f, 0,
-       epi_bias("inter_b"));
+  gemm_side("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"),
+            epi_bias("inter_b"));
   // ---- attention LayerNorm ----
   CUdeviceptr d_s1;  // gradient wrt the attention residual sum
   if (pre) {
@@ -414,8 +524,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   }
   const CUdeviceptr spare = d_s1 == ga ? gb : ga;
   const CUdeviceptr d_ao = dropout_bwd("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob");
-  gemm("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"), 1.f, 0.f, 0,
-       epi_bias("attn_ob"));
+  gemm_side("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"),
+            epi_bias("attn_ob"));
   gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
   // ---- attention ----
   if (plan_.fused_attention) {
@@ -429,11 +539,10 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), dq_acc, dq_tickets, batch_, seq};
     run_kernel("attn_flash_bwd_dot", &pd, rows);
     // The dropout mask comes from attn_dropout_bits: saved by the forward, or (attn_dropout_checkpoint)
-    // rewritten into the workspace now.
-    if (plan_.attn_keep_bits && !plan_.attn_keep_bits_saved) {
-      kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch_, seq, rng};
-      run_kernel("attn_dropout_bits_bwd", &pk, rows);
-    }
+    // rewritten into the workspace (at the start on the side stream, else now).
+    if (!regenerate_early) regenerate_bits(false);
+    if (plan_.attn_keep_bits) main_waits_for(t("attn_dropout_bits"));
+    main_waits_for(gq);
     kp::AttnFlashBwd pb{P(t("qkv")), P(mask_), P(lin), F(t("attn_lse")), F(t("attn_row_dot")),
                         plan_.attn_keep_bits ? U32(t("attn_dropout_bits")) : nullptr, P(gq), dq_acc, dq_tickets,
                         batch_, seq};
@@ -467,23 +576,20 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     run_kernel("bias_grad_qkv", &p, rows);
     reduce("param_grad_reduce_qkv", part, parts, grad("attn_qkvb"), 0);
   }
-  const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
-  if (pre && inv) {
-    // normalize_invertible kept only the statistics: LN(input) again (same kernel, same bits).
-    kp::LayerNormFwd p{P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
-                       F(t("ln_norm_rstd")), rows};
-    run_kernel("layernorm_fwd_norm", &p, rows);
-  }
-  gemm("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"), 1.f, 0.f, 0,
-       epi_bias("attn_qkvb"));
+  // normalize_invertible kept only the statistics: LN(input) again (done already on the side stream).
+  if (!regenerate_early) regenerate_ln(false);
+  gemm_side("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"),
+            epi_bias("attn_qkvb"));
   if (pre) {
     gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
     ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, 0, "norm_w", "norm_b", "ln_norm_mean", "ln_norm_rstd",
            grad_input, false);
   } else {
+    main_waits_for(grad_input);
     DSKC_CU(cuMemcpyDtoDAsync(grad_input, d_s1, static_cast<size_t>(rows) * H * dtype_bytes(c.dtype()), ctx_.stream()));
     gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), grad_input, 1.f, 1.f);
   }
+  join();
 }
 
 }  // namespace dskc

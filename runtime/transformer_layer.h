@@ -6,9 +6,11 @@
 #pragma once
 #include <cuda.h>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/nvrtc_compile.h"
@@ -43,7 +45,16 @@ struct LayerOptions {
   // backward; false keeps the default algorithms, so tests can compare the attention backward of
   // both modes bitwise on identical GEMM results. No effect without stochastic_mode.
   bool gemm_autotune = true;
+  // Backward runs the weight-gradient GEMMs (and, under attn_dropout_checkpoint / normalize_invertible,
+  // the regenerated dropout keep bits / LayerNorm output) on the Context's side stream, overlapping
+  // the main stream's chain of data-gradient GEMMs and kernels; the main stream waits for them where
+  // it would overwrite what they read and before backward() returns. Same kernels, same results.
+  // -1: from DSKC_LAYER_STREAMS ("2" or unset: on; "1": everything on the main stream). Always off
+  // while a profiler is attached (its per-step times need one stream).
+  int side_stream = -1;
 };
+// DSKC_LAYER_STREAMS: unset, "" or "2" -> true; "1" -> false; else Error(Config) naming the variable.
+bool layer_side_stream_from_env();
 
 class TransformerLayer : public GpuLayer {
  public:
@@ -85,9 +96,19 @@ class TransformerLayer : public GpuLayer {
  private:
   struct Impl;
   CUdeviceptr t(const std::string& name) const;  // saved or workspace tensor of the current call
-  void launch(const std::string& kernel, unsigned grid_x, unsigned grid_y, const void* params);
+  void launch(const std::string& kernel, unsigned grid_x, unsigned grid_y, const void* params, CUstream stream);
   unsigned grid_for(const KernelInfo& k, int rows) const;
-  void run_kernel(const std::string& name, const void* params, int rows);
+  // On the main stream, or with on_side on the side stream after it waited for the main stream's work.
+  void run_kernel(const std::string& name, const void* params, int rows, bool on_side = false);
+  // Side-stream bookkeeping of one backward (all no-ops when side_ is false): fork() makes the side
+  // stream wait for what the main stream has enqueued; side_done(bufs) records that the side work
+  // enqueued so far reads or writes bufs; main_waits_for(buf) makes the main stream wait for the
+  // side work that touches buf (before the main stream overwrites it or reads what it wrote);
+  // join() makes the main stream wait for all side work.
+  void fork();
+  void side_done(std::initializer_list<CUdeviceptr> bufs);
+  void main_waits_for(CUdeviceptr buf);
+  void join();
   void prepare_call(int batch, int seq);
   void reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0, CUdeviceptr out1);
 
@@ -110,6 +131,16 @@ class TransformerLayer : public GpuLayer {
   int arrays_batch_ = -1, arrays_seq_ = -1;
   CUdeviceptr arrays_workspace_ = 0;
   Profiler* prof_ = nullptr;
+  bool side_enabled_ = true;  // LayerOptions::side_stream resolved
+  bool side_ = false;         // the current backward uses the side stream
+  GemmLane side_lane_;
+  CUevent fork_event_ = nullptr;
+  std::vector<CUevent> side_events_;  // pool, reused every backward
+  size_t side_events_used_ = 0;
+  std::vector<std::pair<CUdeviceptr, CUevent>> side_touched_;  // buffer, side event after its last use
+  // A weight-gradient GEMM: on the side stream when side_, else as gemm().
+  void gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                 CUdeviceptr bias_grad);
   void gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f,
             float beta = 0.f, CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0);
   void gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int count,

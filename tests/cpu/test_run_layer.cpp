@@ -8,6 +8,8 @@
 
 #include "run_layer_util.h"
 #include "runtime/cpu_reference.h"
+#include "runtime/transformer_layer.h"
+#include "compiler/errors.h"
 #include "test_util.h"
 
 using namespace dskc;
@@ -120,4 +122,16 @@ TEST_CASE("run-layer rejects malformed inputs with a clear message and writes no
   // Usage errors.
   CHECK(run_dskc("run-layer " + dir / "layer.json" + " --out x.safetensors").exit_code == 2);
   CHECK(run_dskc("run-layer " + dir / "layer.json" + " --inputs a --out b --backend tpu").exit_code == 2);
+}
+
+// The GPU side of the two-stream backward is in tests/gpu/test_layer_behaviour.cpp.
+TEST_CASE("DSKC_LAYER_STREAMS: 1 or 2, anything else names the variable") {
+  dskc_test::ScopedEnv unset("DSKC_LAYER_STREAMS", nullptr);
+  CHECK(layer_side_stream_from_env());
+  {
+    dskc_test::ScopedEnv one("DSKC_LAYER_STREAMS", "1");
+    CHECK_FALSE(layer_side_stream_from_env());
+  }
+  dskc_test::ScopedEnv bad("DSKC_LAYER_STREAMS", "3");
+  CHECK_THROWS_WITH_AS(layer_side_stream_from_env(), doctest::Contains("DSKC_LAYER_STREAMS"), Error);
 }
