@@ -124,7 +124,7 @@ static int params_bytes(const std::string& type) {
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 80},     {"ParamGradReduceParams", 32},
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
-      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 80},
+      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);

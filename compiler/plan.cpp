@@ -13,6 +13,8 @@
 //   stochastic_mode adds no saved tensor: its single-pass attention backward (attn_flash_bwd_dkdvdq
 //   in place of attn_flash_bwd_dkdv + attn_flash_bwd_dq) accumulates dQ in fp32 with atomics in the
 //   workspace tensors attn_dq_acc [B, S, H] and attn_dq_tickets [B, heads], shared by all layers;
+//   the default mode's dQ GEMM reads dSᵀ from the workspace tensor grad_scores [B, heads, S, padded S]
+//   (DSKC_ATTN_DQ=kernel: attn_flash_bwd_dq instead, no scores buffer);
 //   g = GELU(h) unless gelu_checkpoint (rebuilt from h by the GELU backward pass);
 //   LayerNorm inputs and means unless normalize_invertible (x̂ rebuilt from the LN output);
 //   Pre-LN's first LayerNorm (input owned by the caller): its output, unless normalize_invertible
@@ -117,6 +119,18 @@ AttnMask attn_mask_from_env() {
                           s));
 }
 
+AttnDq attn_dq_from_env() {
+  const char* v = std::getenv("DSKC_ATTN_DQ");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "gemm") return AttnDq::Gemm;
+  if (s == "kernel") return AttnDq::Kernel;
+  throw Error(ErrorKind::Config,
+              fmt::format("DSKC_ATTN_DQ={}: expected \"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one "
+                          "batched GEMM computes dQ) or \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query "
+                          "tile)",
+                          s));
+}
+
 std::string config_hash(const LayerConfig& cfg) {
   return sha256_hex(to_json_text(cfg, -1)).substr(0, 16);
 }
@@ -213,6 +227,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.fused_attention = fused;
   // Read (and validated) whatever the layer, like DSKC_ATTENTION; it matters only with bits below.
   const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
+  const AttnDq dq_src = opt.attn_dq == AttnDq::FromEnvironment ? attn_dq_from_env() : opt.attn_dq;
   Builder b{c, plan};
   const bool pre = c.pre_layer_norm;
   const bool train = c.training;
@@ -307,7 +322,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (fused) {
       // stochastic_mode: one pass, dQ by atomics (plan.h, attn_dq_atomic); else deterministic.
       const bool dq_atomic = c.stochastic_mode;
+      const bool dq_gemm = !dq_atomic && dq_src == AttnDq::Gemm;
       plan.attn_dq_atomic = dq_atomic;
+      plan.attn_dq_gemm = dq_gemm;
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
       // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
@@ -323,7 +340,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       if (bits && !bits_saved)
         b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
                        std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
-                           (dq_atomic ? "attn_flash_bwd_dkdvdq" : "attn_flash_bwd_dkdv / _dq") +
+                           (dq_atomic ? "attn_flash_bwd_dkdvdq" : dq_gemm ? "attn_flash_bwd_dkdv" : "attn_flash_bwd_dkdv / _dq") +
                            " (attn_dropout_checkpoint: not kept)");
       if (dq_atomic) {
         b.flash(Pass::Backward, "attn_flash_bwd_dkdvdq", "AttnFlashBwdParams",
@@ -332,6 +349,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "fused attention backward in one pass (stochastic_mode): dK, dV per key tile + the tile's dQ share "
                 "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
                 "writes dQ into grad_qkv (" + re + ")");
+      } else if (dq_gemm) {
+        b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams",
+                "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>", "FlashBwdTile::kThreads", fb,
+                "FlashBwdTile::kRows", fb / 2,
+                "fused attention backward: dK, dV per key tile + dSᵀ into grad_scores for the dQ GEMM (" + re + ")");
       } else {
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams",
                 "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>", "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,
@@ -440,8 +462,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.tokens(w, "grad_qkv", "[B, S, 3H]", 3 * H, "gradient scratch");
     if (fused)
       b.head_rows(w, "attn_row_dot", "D = rowsum(dO ⊙ O) of the fused attention backward");
-    else
+    if (!fused)
       b.scores(w, "grad_scores", "gradient of the attention scores");
+    else if (plan.attn_dq_gemm)
+      b.scores(w, "grad_scores", "dSᵀ from attn_flash_bwd_dkdv for the dQ GEMM");
     if (plan.attn_dq_atomic) {
       w.push_back({"attn_dq_acc", "[B, S, H] fp32", Extent::Tokens, H, 4,
                    "dQ·√d accumulated with atomics by attn_flash_bwd_dkdvdq (stochastic_mode)"});

@@ -93,6 +93,11 @@ struct LayerPlan {
   // its dQ into grad_qkv. The order of the atomic additions varies, so dQ is not bitwise
   // reproducible run to run (dK, dV and everything before are).
   bool attn_dq_atomic = false;
+  // Fused attention in training, default mode (not stochastic_mode), AttnDq::Gemm: attn_flash_bwd_dkdv
+  // also stores dSᵀ (dtype T) in the workspace tensor grad_scores [B, heads, S, padded S] and the
+  // runtime computes dQ = dS·K/√d with one batched GEMM (gemm_attn_dq) instead of attn_flash_bwd_dq,
+  // which would compute P and dS a second time. Deterministic like the kernel it replaces.
+  bool attn_dq_gemm = false;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -110,9 +115,16 @@ enum class AttnMask {
   Inline,           // attn_flash_fwd draws it with Philox per tile (and stores the saved bits)
   Kernel,           // attn_dropout_bits_fwd writes the bits just before attn_flash_fwd, which reads them
 };
+// How the deterministic (default-mode) fused attention backward produces dQ.
+enum class AttnDq {
+  FromEnvironment,  // DSKC_ATTN_DQ: unset, "" or "gemm" -> Gemm; "kernel" -> Kernel
+  Gemm,             // attn_flash_bwd_dkdv also writes dSᵀ into grad_scores; the batched GEMM gemm_attn_dq
+  Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
+};
 struct PlanOptions {
   AttentionPath attention = AttentionPath::FromEnvironment;
   AttnMask attn_mask = AttnMask::FromEnvironment;
+  AttnDq attn_dq = AttnDq::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -123,6 +135,9 @@ AttentionPath attention_path_from_env();
 // Reads DSKC_ATTN_MASK (unset, "", "kernel" -> Kernel; "inline" -> Inline); any other value is an
 // Error(Config) naming the variable.
 AttnMask attn_mask_from_env();
+// Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "kernel" -> Kernel); any other value is an
+// Error(Config) naming the variable.
+AttnDq attn_dq_from_env();
 
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).
 constexpr int kSeqPadElems = 8;

@@ -96,6 +96,7 @@ struct AttnFlashBwd {
   Ptr dqkv;
   float* dq_acc;         // attn_dq_acc (attn_flash_bwd_dkdvdq, stochastic_mode); else nullptr
   uint32_t* dq_tickets;  // attn_dq_tickets (attn_flash_bwd_dkdvdq); else nullptr
+  Ptr ds;                // grad_scores: dSᵀ for the dQ GEMM (plan attn_dq_gemm); else nullptr
   int batch, seq;
 };
 struct AttnDropoutBits {
@@ -107,7 +108,7 @@ struct AttnDropoutBits {
 static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
-static_assert(sizeof(AttnFlashBwd) == 80);
+static_assert(sizeof(AttnFlashBwd) == 88);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);

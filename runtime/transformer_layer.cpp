@@ -67,7 +67,9 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     soff += align_up(s.bytes(cfg.batch_size, cfg.max_seq_length));
   }
   saved_ = DeviceBuffer(ctx_, soff);
-  if (!plan_.fused_attention)  // the fused attention kernels index heads themselves
+  // The fused attention kernels index heads themselves; only the unfused path's batched GEMMs and
+  // the fused path's dQ GEMM take per-head pointer arrays.
+  if (!plan_.fused_attention || plan_.attn_dq_gemm)
     ptr_arrays_ = DeviceBuffer(ctx_, sizeof(void*) * kNumArrays * cfg.batch_size * cfg.heads);
   zero_mask_ = DeviceBuffer(ctx_, static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length * eb);
   DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
@@ -203,16 +205,16 @@ void TransformerLayer::prepare_call(int batch, int seq) {
   }
   workspace_ = ctx_.scratch(off);
   // Attention pointer arrays: per (b, h) the row-major bases of Q, K, V, scores, ...
-  if (!plan_.fused_attention &&
+  if ((!plan_.fused_attention || plan_.attn_dq_gemm) &&
       (arrays_batch_ != batch || arrays_seq_ != seq || arrays_workspace_ != workspace_)) {
     const int H = c.hidden_size, d = c.head_dim(), heads = c.heads, sp = padded_seq(seq);
     const size_t eb = dtype_bytes(c.dtype());
     const int n = batch * heads;
     std::vector<CUdeviceptr> host(static_cast<size_t>(kNumArrays) * n, 0);
-    const bool train = c.training;
-    CUdeviceptr qkv = t("qkv"), probs = t("attn_probs"), ctxb = t("attn_context");
+    const bool train = c.training, unfused = !plan_.fused_attention;
+    CUdeviceptr qkv = t("qkv"), probs = unfused ? t("attn_probs") : 0, ctxb = t("attn_context");
     const bool drop = train && c.attn_dropout_ratio > 0;
-    CUdeviceptr pd = drop ? t("attn_probs_dropped") : probs;
+    CUdeviceptr pd = drop && unfused ? t("attn_probs_dropped") : probs;
     CUdeviceptr dctx = t("linear_out");
     CUdeviceptr dqkv = train ? t("grad_qkv") : 0, ds = train ? t("grad_scores") : 0;
     for (int b = 0; b < batch; ++b)
@@ -226,8 +228,10 @@ void TransformerLayer::prepare_call(int batch, int seq) {
         set(kQ, qkv + qoff);
         set(kK, qkv + qoff + H * eb);
         set(kV, qkv + qoff + 2 * H * eb);
-        set(kScores, probs + soff);
-        set(kProbsDrop, pd + soff);
+        if (unfused) {
+          set(kScores, probs + soff);
+          set(kProbsDrop, pd + soff);
+        }
         set(kCtx, ctxb + coff);
         set(kDCtx, dctx + coff);
         if (train) {
@@ -509,14 +513,15 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
             epi_bias("inter_b"));
   // ---- attention LayerNorm ----
   CUdeviceptr d_s1;  // gradient wrt the attention residual sum
+  // Into linear_out (free until the attention output's data gradient): grad_h_b still feeds the
+  // output_w gradient, which may be running on the side stream.
+  gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
   if (pre) {
-    gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), gb);
-    // d_a = LN_attn_bwd(gb) + grad_output (residual) -> ga
-    ln_bwd("layernorm_bwd_attn", gb, grad_output, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb",
+    // d_a = LN_attn_bwd(lin) + grad_output (residual) -> ga
+    ln_bwd("layernorm_bwd_attn", lin, grad_output, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb",
            "ln_attn_mean", "ln_attn_rstd", ga, inv);
     d_s1 = ga;
   } else {
-    gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
     // d_s1 = LN_attn_bwd(lin + d_s2) -> gb
     ln_bwd("layernorm_bwd_attn", lin, ga, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb", "ln_attn_mean",
            "ln_attn_rstd", gb, inv);
@@ -543,11 +548,19 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     if (!regenerate_early) regenerate_bits(false);
     if (plan_.attn_keep_bits) main_waits_for(t("attn_dropout_bits"));
     main_waits_for(gq);
+    const bool dq_gemm = plan_.attn_dq_gemm;
+    if (dq_gemm) main_waits_for(t("grad_scores"));
     kp::AttnFlashBwd pb{P(t("qkv")), P(mask_), P(lin), F(t("attn_lse")), F(t("attn_row_dot")),
                         plan_.attn_keep_bits ? U32(t("attn_dropout_bits")) : nullptr, P(gq), dq_acc, dq_tickets,
-                        batch_, seq};
+                        dq_gemm ? P(t("grad_scores")) : nullptr, batch_, seq};
     if (dq_atomic) {
       run_kernel("attn_flash_bwd_dkdvdq", &pb, rows);
+    } else if (dq_gemm) {
+      // dK, dV and dSᵀ (row = key) per key tile; then dQ = dS·K/√d per head: A = grad_scores read
+      // transposed, B = K in place in qkv, C = the dQ columns of grad_qkv.
+      run_kernel("attn_flash_bwd_dkdv", &pb, rows);
+      gemm_batched("gemm_attn_dq", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK),
+                   array(kDQ), n, scale);
     } else {
       run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       run_kernel("attn_flash_bwd_dq", &pb, rows);

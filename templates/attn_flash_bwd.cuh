@@ -9,7 +9,10 @@
 //   scaled scores), dV = (P ⊙ Z)ᵀ·dO / (1−p),  dK = dSᵀ·Q /√d,  dQ = dS·K /√d.
 // attn_flash_bwd_dkdv: a block owns 16·kWarps keys of one (batch, head) and loops over query
 // tiles, computing the transposed scores Sᵀ = K·Qᵀ so that dK and dV accumulate in registers.
-// attn_flash_bwd_dq: a block owns 16·kWarps queries and loops over key tiles.
+// attn_flash_bwd_dq: a block owns 16·kWarps queries and loops over key tiles (DSKC_ATTN_DQ=kernel).
+// Default (FlashDq kDqGemm): attn_flash_bwd_dkdv also stores dSᵀ (rounded to E, the operand
+// attn_flash_bwd_dq would feed its mma) into grad_scores, and the runtime's batched GEMM
+// gemm_attn_dq computes dQ = dS·K/√d from it: P and dS once, no atomics, bitwise reproducible.
 // stochastic_mode's attn_flash_bwd_dkdvdq (FlashDq kDqAtomic): attn_flash_bwd_dkdv's body, which per
 // query tile also stores dSᵀ (rounded to E, as attn_flash_bwd_dq rounds dS) in shared memory and
 // adds the tile's dQ share dS·K over the block's keys, fp32, into the accumulator dq_acc [B·S, H]
@@ -38,6 +41,7 @@ struct AttnFlashBwdParams {
   T* dqkv;           // [B*S, 3H] out: dQ | dK | dV
   float* dq_acc;         // [B*S, H] fp32 dQ·√d accumulator, zeroed by attn_flash_bwd_dot (kDqAtomic only)
   uint32_t* dq_tickets;  // [B*heads] key tiles done per head, zeroed by attn_flash_bwd_dot (kDqAtomic only)
+  T* ds;                 // [B*heads, S, kSeqPad-padded S] out: dSᵀ, row = key, column = query (kDqGemm only)
   int batch;
   int seq;
 };
@@ -146,6 +150,21 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
     if constexpr (kDq == kDqAtomic) {
       if constexpr (kDropout) __syncthreads();  // every warp is done with keep_s, which ds_s overwrites
       flash::store_c<E, kQTiles, kDsStride>(ds_s, dpt, wrow);
+    }
+    if constexpr (kDq == kDqGemm) {
+      // dSᵀ rows j (keys) of this block, columns i0.. (queries): pairs of queries (i, i + 1), i even,
+      // written when i < S (i + 1 = S, for odd S, lands in the row's padding, which no GEMM reads).
+      const int sp = (seq + kSeqPad - 1) / kSeqPad * kSeqPad;
+      E* ds_bh = reinterpret_cast<E*>(p.ds) + static_cast<size_t>(bh) * seq * sp;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + wrow + g + 8 * r;
+        if (j >= seq) continue;
+        E* row = ds_bh + static_cast<size_t>(j) * sp + i0 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < kQTiles; ++n)
+          if (i0 + n * 8 + 2 * t < seq) flash::store2<E>(row + n * 8, dpt[n][2 * r], dpt[n][2 * r + 1]);
+      }
     }
 
     // dV += (P ⊙ Z)ᵀ·dO and dK += dSᵀ·Q: queries are the k dimension; dO and Q are stored [k][n].

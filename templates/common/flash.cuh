@@ -50,12 +50,16 @@ struct FlashDotTile {
   static constexpr int kRows = kThreads / kLanesPerRow;
 };
 
-// How the fused backward produces dQ. kDqPerQueryTile (default mode): attn_flash_bwd_dq owns a
+// How the fused backward produces dQ. kDqPerQueryTile (DSKC_ATTN_DQ=kernel): attn_flash_bwd_dq owns a
 // query tile and recomputes P and dS over every key tile (no atomics: bitwise reproducible).
 // kDqAtomic (stochastic_mode): attn_flash_bwd_dkdvdq, the dK/dV kernel, also adds each key tile's
 // dS·K into an fp32 accumulator with atomics (FlashAttention-2's single pass; the order of the
 // additions varies run to run), so P and dS are computed once.
-enum FlashDq { kDqPerQueryTile = 0, kDqAtomic = 1 };
+// kDqGemm (default mode): attn_flash_bwd_dkdv also writes each tile's dSᵀ, rounded to E, into the
+// workspace grad_scores ([B·heads, S, padded S], row = key, column = query), and the runtime computes
+// dQ = dS·K/√d with one batched GEMM: P and dS are computed once and the result is still bitwise
+// reproducible (a fixed GEMM algorithm, no atomics).
+enum FlashDq { kDqPerQueryTile = 0, kDqAtomic = 1, kDqGemm = 2 };
 
 // Shared-memory row stride in elements: +8 (16 bytes) keeps every ldmatrix row 16-byte aligned and
 // spreads the 8 row addresses of one 8x8 matrix over distinct banks.

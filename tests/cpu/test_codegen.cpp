@@ -312,8 +312,7 @@ std::vector<std::string> expected_kernels(bool pre_ln, DType t, bool hidden_drop
   add(masks, "dropout_bias_grad_attn_out");
   add(!fused, "attn_softmax_dropout_bwd");
   add(fused, "attn_flash_bwd_dot");
-  add(fused, "attn_flash_bwd_dkdv");
-  add(fused, "attn_flash_bwd_dq");
+  add(fused, "attn_flash_bwd_dkdv");  // + dSᵀ for the dQ GEMM (the default AttnDq::Gemm)
   add(partials, "bias_grad_qkv");
   add(pre_ln, "layernorm_bwd_norm");
   add(partials, "param_grad_reduce_hidden");
@@ -427,9 +426,9 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
             if (rebits) want.insert(std::find(want.begin(), want.end(), "attn_flash_bwd_dkdv"), "attn_dropout_bits_bwd");
             CHECK(kernel_names(p) == want);
             // 5 (Pre-LN) or 4 forward kernels; backward: fp32 11, fp16/bf16 5 (+ the 2 hidden-dropout
-            // mask kernels when hidden dropout is on; + 2 when fused: three attn_flash_bwd_* kernels
-            // for one softmax backward); plus the recompute kernels (attn_dropout_bits_bwd included).
-            const size_t backward = (t == DType::F32 ? 11u : hidden_drop > 0 ? 7u : 5u) + (fused ? 2u : 0u);
+            // mask kernels when hidden dropout is on; + 1 when fused: attn_flash_bwd_dot and _dkdv for
+            // one softmax backward, dQ from a GEMM); plus the recompute kernels (attn_dropout_bits_bwd).
+            const size_t backward = (t == DType::F32 ? 11u : hidden_drop > 0 ? 7u : 5u) + (fused ? 1u : 0u);
             CHECK(p.kernels.size() == (pre_ln ? 5u : 4u) + backward + adc + rebits);
             for (const auto& k : p.kernels)
               if (k.op.rfind("attn_flash", 0) == 0) {
@@ -683,8 +682,9 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
       CHECK(p.workspace_bytes(64, 128) ==
             fused_plan(with_flags(bert_large(), r.flags & ~kAttnCkpt)).workspace_bytes(64, 128) + kBits);
     }
-    // Workspace: no score-sized tensors at all; the backward's D = rowsum(dO ⊙ O) instead.
-    for (const auto& w : p.workspace) CHECK_MESSAGE(w.extent != Extent::Scores, w.name);
+    // Workspace: one score-sized tensor, the dSᵀ the dQ GEMM reads (DSKC_ATTN_DQ=kernel: none),
+    // and the backward's D = rowsum(dO ⊙ O).
+    for (const auto& w : p.workspace) CHECK_MESSAGE((w.extent != Extent::Scores || w.name == "grad_scores"), w.name);
     CHECK(std::any_of(p.workspace.begin(), p.workspace.end(), [](const TensorInfo& w) { return w.name == "attn_row_dot"; }));
   }
   // Shapes and the element size follow the dtype; stats stay fp32.
@@ -830,7 +830,9 @@ TEST_CASE("attention path: fp16/bf16 with head dim % 16 == 0 and <= 128 fuse; DS
   const LayerPlan p128 = fused_plan(d128);
   CHECK(p128.find_kernel("attn_flash_bwd_dkdv")->block == 64);
   CHECK(p128.find_kernel("attn_flash_bwd_dkdv")->rows_per_block == 32);
-  CHECK(p128.find_kernel("attn_flash_bwd_dq")->block == 64);
+  CHECK(make_plan(d128, {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel})
+            .find_kernel("attn_flash_bwd_dq")
+            ->block == 64);
   CHECK(p128.find_kernel("attn_flash_fwd")->block == 128);
 
   // The environment variable (read when the options leave the path to it).
@@ -917,7 +919,8 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
             std::string::npos);
       CHECK(p.find_kernel("attn_flash_fwd")->instantiation ==
             "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits>");
-      CHECK(p.find_kernel("attn_flash_bwd_dkdv")->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>");
+      CHECK(p.find_kernel("attn_flash_bwd_dkdv")->instantiation ==
+            "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
     }
   // Each setting is its own module (the cache key hashes the source): a module generated for one
   // must never be loaded for another.
@@ -976,9 +979,82 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
   }
 }
 
+TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "
+          "attn_flash_bwd_dq") {
+  auto plan_with = [](const LayerConfig& c, AttnDq dq) {
+    return make_plan(c, {AttentionPath::FusedWhereSupported, AttnMask::Inline, dq});
+  };
+  auto scores_ws = [](const LayerPlan& p) -> const TensorInfo* {
+    for (const auto& w : p.workspace)
+      if (w.name == "grad_scores") return &w;
+    return nullptr;
+  };
+  for (unsigned f : {kNoFlag, kAttnCkpt, kAllFlags})
+    for (bool pre_ln : {true, false}) {
+      CAPTURE(f);
+      CAPTURE(pre_ln);
+      LayerConfig c = with_flags(bert_large(), f);
+      c.pre_layer_norm = pre_ln;
+      const LayerPlan g = plan_with(c, AttnDq::Gemm), k = plan_with(c, AttnDq::Kernel);
+      CHECK(g.attn_dq_gemm);
+      CHECK_FALSE(k.attn_dq_gemm);
+      // Gemm: one kernel fewer (attn_flash_bwd_dq), otherwise the same list in the same order.
+      std::vector<std::string> want = kernel_names(k);
+      want.erase(std::find(want.begin(), want.end(), "attn_flash_bwd_dq"));
+      CHECK(kernel_names(g) == want);
+      CHECK(g.find_kernel("attn_flash_bwd_dkdv")->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
+      CHECK(k.find_kernel("attn_flash_bwd_dkdv")->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>");
+      CHECK(g.find_kernel("attn_flash_bwd_dkdv")->fuses.find("dSᵀ into grad_scores") != std::string::npos);
+      // dSᵀ is workspace (shared by the layers), [B, heads, S, padded S] of the dtype: no activation memory.
+      CHECK(g.activation_bytes() == k.activation_bytes());
+      const TensorInfo* w = scores_ws(g);
+      REQUIRE(w);
+      CHECK(scores_ws(k) == nullptr);
+      CHECK(w->elem_bytes == 2);
+      CHECK(w->bytes(3, 51) == int64_t{3} * 16 * 51 * 56 * 2);
+      CHECK(g.workspace_bytes(64, 128) == k.workspace_bytes(64, 128) + int64_t{64} * 16 * 128 * 128 * 2);
+      if (const KernelInfo* rb = g.find_kernel("attn_dropout_bits_bwd"))
+        CHECK(rb->fuses.find("for attn_flash_bwd_dkdv (") != std::string::npos);
+      CHECK(emit(g).source != emit(k).source);  // two modules, two cache entries
+    }
+  // Where the deterministic fused backward does not run, the option changes nothing.
+  LayerConfig sto = bert_large(), inference = bert_large();
+  sto.stochastic_mode = true;
+  inference.training = false;
+  for (const LayerConfig& c : {sto, inference, with_dtype(bert_large(), DType::F32)}) {
+    const LayerPlan g = plan_with(c, AttnDq::Gemm), k = plan_with(c, AttnDq::Kernel);
+    CHECK_FALSE(g.attn_dq_gemm);
+    CHECK(kernel_names(g) == kernel_names(k));
+    CHECK(emit(g).source == emit(k).source);
+  }
+  CHECK_FALSE(make_plan(bert_large(), {AttentionPath::Unfused, AttnMask::Inline, AttnDq::Gemm}).attn_dq_gemm);
+  // DSKC_ATTN_DQ, read when the options leave the choice to it; a bad value is a config error.
+  auto from_env = [](const char* v) {
+    dskc_test::ScopedEnv env("DSKC_ATTN_DQ", v);
+    return make_plan(bert_large(), {AttentionPath::FusedWhereSupported}).attn_dq_gemm;
+  };
+  CHECK(from_env(nullptr));
+  CHECK(from_env(""));
+  CHECK(from_env("gemm"));
+  CHECK_FALSE(from_env("kernel"));
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "kernel");
+    CHECK(plan_with(bert_large(), AttnDq::Gemm).attn_dq_gemm);
+  }
+  for (const char* bad : {"GEMM", "atomic", "gemm "}) {
+    CAPTURE(bad);
+    dskc_test::ScopedEnv env("DSKC_ATTN_DQ", bad);
+    const std::string m = error_of([] { make_plan(bert_large()); }, ErrorKind::Config);
+    CHECK(m.find(std::string("DSKC_ATTN_DQ=") + bad + ":") != std::string::npos);
+    CHECK(m.find("\"gemm\"") != std::string::npos);
+    CHECK(m.find("\"kernel\"") != std::string::npos);
+    CHECK(error_of([] { attn_dq_from_env(); }, ErrorKind::Config) == m);
+  }
+}
+
 TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_dkdvdq with an fp32 dQ "
           "accumulator in the workspace") {
-  // The deterministic list with attn_flash_bwd_dkdv + attn_flash_bwd_dq replaced by the one kernel,
+  // The deterministic list with attn_flash_bwd_dkdv (+ the dQ GEMM) replaced by the one kernel,
   // for every dtype / LN placement / memory flag / dropout combination that fuses.
   for (DType t : {DType::F16, DType::BF16})
     for (bool pre_ln : {true, false})
@@ -1000,9 +1076,7 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
             std::vector<std::string> want = kernel_names(det);
             const auto dkdv = std::find(want.begin(), want.end(), "attn_flash_bwd_dkdv");
             REQUIRE(dkdv != want.end());
-            REQUIRE(*(dkdv + 1) == "attn_flash_bwd_dq");
             *dkdv = "attn_flash_bwd_dkdvdq";
-            want.erase(dkdv + 1);
             CHECK(kernel_names(sto) == want);
             // The zeroing rides on attn_flash_bwd_dot; the single pass reads the same bits.
             CHECK(det.find_kernel("attn_flash_bwd_dot")->instantiation == "attn_flash_bwd_dot_impl<T>");
@@ -1015,7 +1089,7 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
             CHECK(k->pass == Pass::Backward);
             CHECK(k->params_type == "AttnFlashBwdParams");
             CHECK(k->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqAtomic>");
-            CHECK(d->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>");
+            CHECK(d->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
             CHECK(k->grid == GridKind::FlashTiles);
             CHECK(k->block == d->block);
             CHECK(k->rows_per_block == d->rows_per_block);
@@ -1029,8 +1103,9 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
             // No activation memory: the accumulator and the tickets are workspace (shared by layers).
             CHECK(sto.activation_bytes() == det.activation_bytes());
             CHECK(sto.saved.size() == det.saved.size());
-            CHECK(sto.workspace_bytes(64, 128) ==
-                  det.workspace_bytes(64, 128) + int64_t{64} * 128 * 1024 * 4 + int64_t{64} * 16 * 4);
+            // The single pass has no dSᵀ buffer (grad_scores, [B, heads, S, S] of 2-byte elements).
+            CHECK(sto.workspace_bytes(64, 128) == det.workspace_bytes(64, 128) + int64_t{64} * 128 * 1024 * 4 +
+                                                       int64_t{64} * 16 * 4 - int64_t{64} * 16 * 128 * 128 * 2);
             // Bytes at (batch 3, seq 51): fp32 [B, S, H] and one u32 per (batch, head).
             for (auto [name, shape, bytes] : {std::tuple{"attn_dq_acc", "[B, S, H] fp32", int64_t{3} * 51 * 1024 * 4},
                                               {"attn_dq_tickets", "[B, heads] u32", int64_t{3} * 16 * 4}}) {
@@ -1069,12 +1144,13 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
     CHECK(kernel_names(sto) == kernel_names(det));
     CHECK(sto.workspace_bytes(64, 128) == det.workspace_bytes(64, 128));
   }
-  // The default module is the deterministic two-kernel backward: no kDqAtomic instantiation in its
-  // kernel wrappers (the template text itself is inlined either way).
+  // The default module is the deterministic backward: no kDqAtomic instantiation in its kernel
+  // wrappers (the template text itself is inlined either way).
   const std::string det_src = emit(fused_plan(bert_large())).source;
   const std::string kernels_part = det_src.substr(det_src.find("// ================ kernels ================"));
   CHECK(kernels_part.find("kDqAtomic") == std::string::npos);
-  CHECK(kernels_part.find("attn_flash_bwd_dq_impl<T, kAttnDropoutOn>(p);") != std::string::npos);
+  CHECK(kernels_part.find("attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>(p);") != std::string::npos);
+  CHECK(kernels_part.find("attn_flash_bwd_dq_impl") == std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1097,8 +1173,10 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     LayerConfig cs = with_dtype(c, t);
     cs.stochastic_mode = true;
     const LayerPlan plan_stochastic = fused_plan(cs);
+    const LayerPlan plan_dq_kernel =
+        make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
-                      module_stochastic = emit(plan_stochastic).source;
+                      module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source;
     const auto headers = template_headers(plan);
     for (const auto& tpl : embedded_templates()) {
       // The BERT model's own kernels (templates/model/) have their own config header and their
@@ -1124,6 +1202,11 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         for (const auto& k : plan_stochastic.kernels)  // attn_flash_bwd_dkdvdq
           if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
             tu += wrapper_of(module_stochastic, k.name);
+            wrapped.push_back(k.name);
+          }
+        for (const auto& k : plan_dq_kernel.kernels)  // attn_flash_bwd_dq (DSKC_ATTN_DQ=kernel)
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_dq_kernel, k.name);
             wrapped.push_back(k.name);
           }
         const bool flash = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh";
@@ -1311,6 +1394,7 @@ struct ModuleCase {
   bool stochastic = false;
   bool unfused = false;  // force the unfused attention path (fp16/bf16 would fuse where supported)
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd + attn_flash_fwd reading bits
+  bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -1330,7 +1414,7 @@ void compile_module(const ModuleCase& mc) {
   INFO(std::string(mc.arch) << " " << to_json_text(c, -1));
   const LayerPlan plan =
       make_plan(c, {mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
-                    mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline});
+                    mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel ? AttnDq::Kernel : AttnDq::Gemm});
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -1444,6 +1528,10 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .flags = kAllFlags, .stochastic = true},
       {.hidden = 1024, .heads = 32, .seq = 51, .dtype = BF16, .arch = "sm_80", .stochastic = true, .mask_kernel = true},
       {.hidden = 2560, .heads = 32, .seq = 127, .dtype = F16, .arch = "sm_90", .flags = kGeluCkpt, .stochastic = true},
+      // The per-query-tile dQ kernel (DSKC_ATTN_DQ=kernel) at head dims 64, 128 and 16, odd S.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .dq_kernel = true},
+      {.hidden = 1024, .heads = 8, .seq = 381, .dtype = BF16, .arch = "sm_80", .flags = kAttnCkpt, .dq_kernel = true},
+      {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .pre_ln = false, .dq_kernel = true},
       // The unfused attention path of layers that would fuse (DSKC_ATTENTION=unfused).
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .unfused = true},
       {.hidden = 2560, .heads = 20, .seq = 509, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .unfused = true},

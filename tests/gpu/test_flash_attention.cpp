@@ -69,19 +69,20 @@ struct Result {
   std::vector<float> out, dx, ctx, dqkv, lse;
   std::vector<uint32_t> bits;  // attn_dropout_bits as the backward read them (saved or workspace)
   std::map<std::string, std::vector<float>> grads;
-  bool fused = false, saves_bits = false, dq_atomic = false;
+  bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false;
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
-// GEMM autotuning (off to compare the two modes' attention backward on identical GEMM results).
+// GEMM autotuning (off to compare the two modes' attention backward on identical GEMM results);
+// dq_src: DSKC_ATTN_DQ (nullptr: unset, the default dQ GEMM; "kernel": attn_flash_bwd_dq).
 Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::map<std::string, std::vector<float>>& params,
            const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S,
-           const char* mask_src = "inline", bool gemm_autotune = true) {
+           const char* mask_src = "inline", bool gemm_autotune = true, const char* dq_src = nullptr) {
   LayerOptions opt;
   opt.attention = path;
   opt.layer_id = 2;
   opt.gemm_autotune = gemm_autotune;
-  const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
+  const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src), env_dq("DSKC_ATTN_DQ", dq_src);
   TransformerLayer layer(ctx, c, opt);
   layer.set_params(params);
   const DType t = c.dtype();
@@ -99,6 +100,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   if (r.fused) r.lse = download(ctx, layer.tensor("attn_lse"), rows * c.heads, DType::F32);
   r.saves_bits = layer.plan().attn_keep_bits_saved;
   r.dq_atomic = layer.plan().attn_dq_atomic;
+  r.dq_gemm = layer.plan().attn_dq_gemm;
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
     const size_t words = rows * c.heads * ((S + 31) / 32);
@@ -188,6 +190,7 @@ void check_case(const Case& k, bool verbose) {
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
   CHECK(f.dq_atomic == k.stochastic);
+  CHECK(f.dq_gemm == !k.stochastic);  // the default: dQ from dSᵀ by a batched GEMM
   CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
   CHECK(f.bits.empty() == (k.attn_p == 0));
@@ -392,21 +395,26 @@ TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
   check_case({"d128", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true}, false);
 }
 
-// stochastic_mode against the default mode on the same layer and inputs, with stochastic_mode's GEMM
-// autotuning off so both run the same GEMM algorithms: the forward is the same code (output,
-// context, logsumexp, keep bits bitwise equal) and attn_flash_bwd_dkdvdq computes dK, dV exactly as
-// attn_flash_bwd_dkdv (bitwise equal); only dQ differs, by the order in which the key tiles' fp32
-// shares are added, and with it the gradients computed from grad_qkv: attn_qkvw, attn_qkvb, the
-// input and, in Pre-LN, norm_w / norm_b (close: normwise relative difference within a few rounding
-// units of the dtype). Gradients computed before the attention backward are bitwise equal. A
-// second stochastic run gives the same again (its dQ differs from the first by rounding at most).
-void check_stochastic_vs_default(const Case& k) {
+// Another way to compute dQ against the default mode (dSᵀ from attn_flash_bwd_dkdv, dQ by a batched
+// GEMM) on the same layer and inputs: stochastic_mode (single pass, dQ shares added with fp32
+// atomics) or DSKC_ATTN_DQ=kernel (attn_flash_bwd_dq recomputes P and dS per query tile). GEMM
+// autotuning is off so both run the same GEMM algorithms: the forward is the same code (output,
+// context, logsumexp, keep bits bitwise equal) and every variant computes dK, dV with the same
+// attn_flash_bwd_dkdv code (bitwise equal); only dQ differs, by the order of its fp32 sums, and with
+// it the gradients computed from grad_qkv: attn_qkvw, attn_qkvb, the input and, in Pre-LN, norm_w /
+// norm_b (close: normwise relative difference within a few rounding units of the dtype). Gradients
+// computed before the attention backward are bitwise equal. A second run gives the same again (dQ
+// within rounding of the first; bitwise for the deterministic kernel).
+enum class DqVariant { Stochastic, Kernel };
+void check_dq_vs_default(const Case& k, DqVariant variant) {
   Case ks = k;
-  ks.stochastic = true;
+  ks.stochastic = variant == DqVariant::Stochastic;
+  const char* other_dq = variant == DqVariant::Kernel ? "kernel" : nullptr;
+  const char* other_name = variant == DqVariant::Kernel ? "DSKC_ATTN_DQ=kernel" : "stochastic_mode";
   const LayerConfig c = config_of(k), cs = config_of(ks);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
-  INFO("case " << k.name << ": stochastic_mode vs default, B=" << B << " S=" << S << " d=" << d << " "
+  INFO("case " << k.name << ": " << other_name << " vs default, B=" << B << " S=" << S << " d=" << d << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   Context ctx;
   auto params = init_layer_params(c, 8);
@@ -425,6 +433,7 @@ void check_stochastic_vs_default(const Case& k) {
   const Result a = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false);
   REQUIRE(a.fused);
   REQUIRE_FALSE(a.dq_atomic);
+  REQUIRE(a.dq_gemm);
   const double tol = t == DType::BF16 ? 1e-2 : 2e-3;  // a few units of rounding (fp16 2^-11, bf16 2^-8)
   double dqkv_norm = 0;
   for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
@@ -433,11 +442,14 @@ void check_stochastic_vs_default(const Case& k) {
   std::vector<std::string> before{"attn_ow", "attn_ob", "attn_nw",  "attn_nb",
                                   "inter_w", "inter_b", "output_w", "output_b"};
   if (!c.pre_layer_norm) before.insert(before.end(), {"norm_w", "norm_b"});
-  std::vector<double> dq_first;
+  std::vector<float> first_dqkv;
   for (int run_no = 0; run_no < 2; ++run_no) {
-    INFO("stochastic run " << run_no);
-    const Result s = run(ctx, cs, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false);
-    REQUIRE(s.dq_atomic);
+    INFO(other_name << " run " << run_no);
+    const Result s = run(ctx, cs, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false, other_dq);
+    REQUIRE(s.dq_atomic == (variant == DqVariant::Stochastic));
+    REQUIRE_FALSE(s.dq_gemm);
+    if (run_no == 0) first_dqkv = s.dqkv;
+    else if (variant == DqVariant::Kernel) CHECK(s.dqkv == first_dqkv);  // no atomics: bitwise reruns
     CHECK(s.out == a.out);
     CHECK(s.ctx == a.ctx);
     CHECK(s.lse == a.lse);
@@ -447,8 +459,8 @@ void check_stochastic_vs_default(const Case& k) {
       for (int col = H; col < 3 * H; ++col) kv_diff += s.dqkv[r * 3 * H + col] != a.dqkv[r * 3 * H + col];
     CHECK_MESSAGE(kv_diff == 0, kv_diff << " dK/dV elements differ from the default mode's");
     const Diff dq = diff(s.dqkv, a.dqkv, B, S, 3 * H, 0, H, d, 0, 0, dqkv_norm);
-    std::printf("  %s stochastic run %d: dQ vs default: max abs %.3e, rel %.3e (of the qkv gradient's norm)\n", k.name,
-                run_no, dq.max_abs, dq.rel);
+    std::printf("  %s %s run %d: dQ vs default: max abs %.3e, rel %.3e (of the qkv gradient's norm)\n", k.name,
+                other_name, run_no, dq.max_abs, dq.rel);
     CHECK_MESSAGE(dq.rel <= tol, "dQ: normwise rel difference " << dq.rel);
     auto close = [&](const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
       const auto e = dskc_test::compare(got, want);
@@ -465,7 +477,7 @@ void check_stochastic_vs_default(const Case& k) {
 }
 
 TEST_CASE("stochastic_mode: single-pass attention backward (attn_flash_bwd_dkdvdq) vs unfused vs CPU reference, "
-          "and vs the default mode") {
+          "and it and DSKC_ATTN_DQ=kernel (attn_flash_bwd_dq) vs the default mode's dQ GEMM") {
   dskc_test::require_gpu();
   // Against the unfused path and the reference: same tolerances as the default mode's cases above.
   check_case({"d64-s128-sto", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true, false, false, true}, true);
@@ -478,9 +490,11 @@ TEST_CASE("stochastic_mode: single-pass attention backward (attn_flash_bwd_dkdvd
   check_case({"d32-s509-sto", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, false, false, true}, false);
   check_case({"d128-s200-kernel-sto", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, false, true, true}, false);
   // Against the default mode (GEMM autotuning off): fp16 and bf16, partial tiles, dropout on and off.
-  check_stochastic_vs_default({"d64-s127", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true});
-  check_stochastic_vs_default({"d64-s127-bf16", 2, 128, 127, 256, 4, DType::BF16, false, 0.3, true});
-  check_stochastic_vs_default({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true});
-  check_stochastic_vs_default({"d128-s200-nodrop", 2, 256, 200, 256, 2, DType::F16, true, 0.0, false});
-  check_stochastic_vs_default({"d16-s7", 2, 8, 7, 128, 8, DType::F16, false, 0.1, true});
+  for (DqVariant v : {DqVariant::Stochastic, DqVariant::Kernel}) {
+    check_dq_vs_default({"d64-s127", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true}, v);
+    check_dq_vs_default({"d64-s127-bf16", 2, 128, 127, 256, 4, DType::BF16, false, 0.3, true}, v);
+    check_dq_vs_default({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true}, v);
+    check_dq_vs_default({"d128-s200-nodrop", 2, 256, 200, 256, 2, DType::F16, true, 0.0, false}, v);
+    check_dq_vs_default({"d16-s7", 2, 8, 7, 128, 8, DType::F16, false, 0.1, true}, v);
+  }
 }
