@@ -190,8 +190,9 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                        k.rows_check, k.rows_per_block, k.name);
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
-    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n",
-                     k.block, k.name, k.params_type, k.instantiation);
+    const std::string bounds = k.min_blocks.empty() ? std::to_string(k.block) : fmt::format("{}, {}", k.block, k.min_blocks);
+    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n", bounds,
+                     k.name, k.params_type, k.instantiation);
     m.kernel_names.push_back(k.name);
   }
   m.source = o.str();

@@ -354,6 +354,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>", "FlashBwdTile::kThreads", fb,
                 "FlashBwdTile::kRows", fb / 2,
                 "fused attention backward: dK, dV per key tile + dSᵀ into grad_scores for the dQ GEMM (" + re + ")");
+        plan.kernels.back().min_blocks = "FlashBwdTile::kMinBlocksDqGemm";  // common/flash.cuh
       } else {
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams",
                 "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn>", "FlashBwdTile::kThreads", fb, "FlashBwdTile::kRows", fb / 2,

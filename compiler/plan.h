@@ -39,6 +39,9 @@ struct KernelInfo {
   int arrays = 1;             // ColumnTiles: arrays reduced
   int rows_per_block = 1;     // AttnRows: attention rows per block; FlashTiles: rows per tile
   std::string rows_check = "";  // FlashTiles: constexpr expression for rows_per_block (static_assert'ed)
+  // Non-empty: __launch_bounds__(block, min_blocks) with this constexpr expression (a template
+  // constant, may depend on the arch): caps registers for that many resident blocks per SM.
+  std::string min_blocks;
 };
 
 // Tokens: B·S·width elements; Scores: B·S·heads·padded S; RowStats: B·S; RowTiles: partial-sum

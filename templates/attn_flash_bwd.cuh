@@ -151,19 +151,15 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
       if constexpr (kDropout) __syncthreads();  // every warp is done with keep_s, which ds_s overwrites
       flash::store_c<E, kQTiles, kDsStride>(ds_s, dpt, wrow);
     }
+
+    // kDqGemm: dS rounded to E once, packed as c_to_a packs it ([n][r]: row g + 8r, columns 2t, 2t + 1),
+    // for both the dK product and the dSᵀ stores after it (16 registers instead of 32 floats kept live).
+    uint32_t ds_pk[kDq == kDqGemm ? kQTiles : 1][2];
     if constexpr (kDq == kDqGemm) {
-      // dSᵀ rows j (keys) of this block, columns i0.. (queries): pairs of queries (i, i + 1), i even,
-      // written when i < S (i + 1 = S, for odd S, lands in the row's padding, which no GEMM reads).
-      const int sp = (seq + kSeqPad - 1) / kSeqPad * kSeqPad;
-      E* ds_bh = reinterpret_cast<E*>(p.ds) + static_cast<size_t>(bh) * seq * sp;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int j = j0 + wrow + g + 8 * r;
-        if (j >= seq) continue;
-        E* row = ds_bh + static_cast<size_t>(j) * sp + i0 + 2 * t;
-#pragma unroll
-        for (int n = 0; n < kQTiles; ++n)
-          if (i0 + n * 8 + 2 * t < seq) flash::store2<E>(row + n * 8, dpt[n][2 * r], dpt[n][2 * r + 1]);
+      for (int n = 0; n < kQTiles; ++n) {
+        ds_pk[n][0] = flash::pack2<E>(dpt[n][0], dpt[n][1]);
+        ds_pk[n][1] = flash::pack2<E>(dpt[n][2], dpt[n][3]);
       }
     }
 
@@ -172,7 +168,14 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
     for (int kk = 0; kk < F::kInner / 16; ++kk) {
       uint32_t pa[4], sa[4];
       flash::c_to_a<E, kQTiles>(pa, st, kk);
-      flash::c_to_a<E, kQTiles>(sa, dpt, kk);
+      if constexpr (kDq == kDqGemm) {
+        sa[0] = ds_pk[2 * kk][0];
+        sa[1] = ds_pk[2 * kk][1];
+        sa[2] = ds_pk[2 * kk + 1][0];
+        sa[3] = ds_pk[2 * kk + 1][1];
+      } else {
+        flash::c_to_a<E, kQTiles>(sa, dpt, kk);
+      }
 #pragma unroll
       for (int n = 0; n < kDTiles; n += 2) {
         uint32_t ob[4], qb[4];
@@ -182,6 +185,25 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
         flash::load_b_kn<E>(qb, q_s, n * 8, kk);
         flash::mma16816<E>(dk[n], sa, qb[0], qb[1]);
         flash::mma16816<E>(dk[n + 1], sa, qb[2], qb[3]);
+      }
+    }
+
+
+    if constexpr (kDq == kDqGemm) {
+      // dSᵀ rows j (keys) of this warp, columns i0.. (queries): pairs of queries (i, i + 1), i even,
+      // written when i < S (i + 1 = S, for odd S, lands in the row's padding, which no GEMM reads).
+      // After the dK/dV products (P ⊙ Z no longer live), one 4-byte store per pair: staging them
+      // through shared memory for 16-byte stores cost more registers than the cap allows.
+      const int sp = (seq + kSeqPad - 1) / kSeqPad * kSeqPad;
+      E* ds_bh = reinterpret_cast<E*>(p.ds) + static_cast<size_t>(bh) * seq * sp;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + wrow + g + 8 * r;
+        if (j >= seq) continue;
+        E* row = ds_bh + static_cast<size_t>(j) * sp + i0 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < kQTiles; ++n)
+          if (i0 + n * 8 + 2 * t < seq) *reinterpret_cast<uint32_t*>(row + n * 8) = ds_pk[n][r];
       }
     }
 

@@ -29,7 +29,7 @@ template <int kCols, bool kInvertible, int kResidual>
 __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer, kThreads = R::kThreads;
-  __shared__ float scratch[kThreads / 32];
+  __shared__ float2 scratch[kThreads / 32];
   float gam[kPer][kV], bet[kPer][kV], dg[kPer][kV], db[kPer][kV];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
@@ -77,8 +77,8 @@ __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) 
         }
       }
     }
-    const float mg = block_sum<kThreads>(s1, scratch) * (1.f / kCols);
-    const float mgx = block_sum<kThreads>(s2, scratch) * (1.f / kCols);
+    const float2 sums = block_sum2<kThreads>(s1, s2, scratch);
+    const float mg = sums.x * (1.f / kCols), mgx = sums.y * (1.f / kCols);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int c = R::col(k);

@@ -42,6 +42,15 @@ struct FlashBwdTile {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kWarps;
   static constexpr int kInner = kHeadDim <= 64 ? 64 : 32;
+  // attn_flash_bwd_dkdv with the dSᵀ stores (FlashDq kDqGemm) is built for this many resident blocks
+  // per SM (__launch_bounds__). ptxas (NVRTC 13.0, d = 64) gives it 169 registers on sm_90, which
+  // allocate as 176: 2 blocks per SM instead of the 3 that 168 allow, and capped at 168 it does not
+  // spill. On sm_80 (228 registers) the cap would spill; 1 leaves the choice to ptxas.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static constexpr int kMinBlocksDqGemm = kWarps == 4 ? 3 : 1;
+#else
+  static constexpr int kMinBlocksDqGemm = 1;
+#endif
 };
 // D = rowsum(dO ⊙ O): 8 lanes per row, 16 rows per 128-thread block.
 struct FlashDotTile {

@@ -33,6 +33,25 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   }
 }
 
+// Two block sums in one round of shared memory (each component added in block_sum's order, so
+// the results are bitwise block_sum's): two barriers instead of four.
+template <int kThreads>
+__device__ __forceinline__ float2 block_sum2(float a, float b, float2* scratch) {
+  static_assert(kThreads % 32 == 0, "block_sum2 needs whole warps");
+  a = warp_sum(a);
+  b = warp_sum(b);
+  if constexpr (kThreads == 32) {
+    return make_float2(a, b);
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = make_float2(a, b);
+    __syncthreads();
+    const float2 v = lane < kThreads / 32 ? scratch[lane] : make_float2(0.f, 0.f);
+    return make_float2(warp_sum(v.x), warp_sum(v.y));
+  }
+}
+
 // Block-wide sum / max over kThreads threads with their own shared scratch (one array per
 // instantiation); every thread receives the result, combined in a fixed order.
 template <int kThreads, typename V>
