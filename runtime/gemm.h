@@ -23,7 +23,8 @@ struct GemmShape {
 
 // Algorithm choice: by default cuBLASLt's first heuristic (the same kernel every run: bitwise
 // reproducible). With `autotune` (stochastic_mode) the first call of each shape times up to 8
-// candidates on the real operands and keeps the fastest, which may differ between processes.
+// candidates on the real operands and keeps the fastest if it beats the first choice by 2% or
+// more, which may differ between processes.
 class Gemm {
  public:
   Gemm(Context& ctx, DType dtype, bool autotune = false);
