@@ -522,12 +522,14 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
            "ln_attn_mean", "ln_attn_rstd", ga, inv);
     d_s1 = ga;
   } else {
-    // d_s1 = LN_attn_bwd(lin + d_s2) -> gb
+    // d_s1 = LN_attn_bwd(lin + d_s2) straight into grad_input (the residual branch of the layer input's
+    // gradient; the QKV data gradient is added to it last): grad_h_b may still be read by the
+    // output_w gradient on the side stream, and grad_output is not read again.
     ln_bwd("layernorm_bwd_attn", lin, ga, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb", "ln_attn_mean",
-           "ln_attn_rstd", gb, inv);
-    d_s1 = gb;
+           "ln_attn_rstd", grad_input, inv);
+    d_s1 = grad_input;
   }
-  const CUdeviceptr spare = d_s1 == ga ? gb : ga;
+  const CUdeviceptr spare = pre ? gb : ga;
   const CUdeviceptr d_ao = dropout_bwd("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob");
   gemm_side("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"),
             epi_bias("attn_ob"));
@@ -598,8 +600,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, 0, "norm_w", "norm_b", "ln_norm_mean", "ln_norm_rstd",
            grad_input, false);
   } else {
-    main_waits_for(grad_input);
-    DSKC_CU(cuMemcpyDtoDAsync(grad_input, d_s1, static_cast<size_t>(rows) * H * dtype_bytes(c.dtype()), ctx_.stream()));
+    // grad_input already holds d_s1.
     gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), grad_input, 1.f, 1.f);
   }
   join();
