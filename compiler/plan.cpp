@@ -25,6 +25,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 #include <cstdlib>
 
 #include "compiler/errors.h"
@@ -96,39 +98,41 @@ bool fused_attention_supported(const LayerConfig& c) {
          static_cast<int64_t>(c.batch_size) * c.heads <= 65535;  // grid.y = B·heads
 }
 
-AttentionPath attention_path_from_env() {
-  const char* v = std::getenv("DSKC_ATTENTION");
+namespace {
+// An environment switch: unset or "" is `fallback`; each word of `words` maps to its value; any
+// other value is an Error(Config) "VAR=value: expected <expected>".
+template <typename E>
+E env_choice(const char* var, E fallback, std::initializer_list<std::pair<const char*, E>> words,
+             const char* expected) {
+  const char* v = std::getenv(var);
   const std::string s = v ? v : "";
-  if (s.empty() || s == "auto" || s == "fused") return AttentionPath::FusedWhereSupported;
-  if (s == "unfused") return AttentionPath::Unfused;
-  throw Error(ErrorKind::Config,
-              fmt::format("DSKC_ATTENTION={}: expected \"unfused\" (batched GEMMs + softmax kernels) or "
-                          "\"auto\"/\"fused\" (fused attention where the layer supports it)",
-                          s));
+  if (s.empty()) return fallback;
+  for (const auto& [word, value] : words)
+    if (s == word) return value;
+  throw Error(ErrorKind::Config, fmt::format("{}={}: expected {}", var, s, expected));
+}
+}  // namespace
+
+AttentionPath attention_path_from_env() {
+  return env_choice("DSKC_ATTENTION", AttentionPath::FusedWhereSupported,
+                    {{"auto", AttentionPath::FusedWhereSupported},
+                     {"fused", AttentionPath::FusedWhereSupported},
+                     {"unfused", AttentionPath::Unfused}},
+                    "\"unfused\" (batched GEMMs + softmax kernels) or \"auto\"/\"fused\" (fused attention where the "
+                    "layer supports it)");
 }
 
 AttnMask attn_mask_from_env() {
-  const char* v = std::getenv("DSKC_ATTN_MASK");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "kernel") return AttnMask::Kernel;
-  if (s == "inline") return AttnMask::Inline;
-  throw Error(ErrorKind::Config,
-              fmt::format("DSKC_ATTN_MASK={}: expected \"kernel\" (the default: the attn_dropout_bits kernel writes "
-                          "the attention dropout keep bits before attn_flash_fwd, which reads them) or \"inline\" "
-                          "(attn_flash_fwd draws the mask with Philox itself)",
-                          s));
+  return env_choice("DSKC_ATTN_MASK", AttnMask::Kernel, {{"kernel", AttnMask::Kernel}, {"inline", AttnMask::Inline}},
+                    "\"kernel\" (the default: the attn_dropout_bits kernel writes the attention dropout keep bits "
+                    "before attn_flash_fwd, which reads them) or \"inline\" (attn_flash_fwd draws the mask with "
+                    "Philox itself)");
 }
 
 AttnDq attn_dq_from_env() {
-  const char* v = std::getenv("DSKC_ATTN_DQ");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "gemm") return AttnDq::Gemm;
-  if (s == "kernel") return AttnDq::Kernel;
-  throw Error(ErrorKind::Config,
-              fmt::format("DSKC_ATTN_DQ={}: expected \"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one "
-                          "batched GEMM computes dQ) or \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query "
-                          "tile)",
-                          s));
+  return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm, {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}},
+                    "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ) or "
+                    "\"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile)");
 }
 
 std::string config_hash(const LayerConfig& cfg) {
