@@ -55,7 +55,9 @@ int cmd_bench(const Args& args) {
   p.add_int("iters", &iters, "timed iterations (default 50)");
   p.add_int("warmup", &warmup, "untimed iterations first (default 10)");
   p.add_switch("csv", &csv, "one CSV line instead of the table");
-  p.add_switch("profile", &profile, "also time each kernel and GEMM (events around every step)");
+  p.add_switch("profile", &profile,
+               "also time each kernel and GEMM (events around every step; runs the backward on one stream, so the "
+               "per-step times add up while the plain timing overlaps the weight-gradient GEMMs)");
   if (!p.parse(args)) return 0;
   LayerConfig cfg = la.load();
   const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
