@@ -25,10 +25,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <initializer_list>
-#include <utility>
 #include <cstdlib>
 
+#include "compiler/env_choice.h"
 #include "compiler/errors.h"
 #include "compiler/sha256.h"
 
@@ -97,21 +96,6 @@ bool fused_attention_supported(const LayerConfig& c) {
   return c.dtype() != DType::F32 && d % 16 == 0 && d <= 128 &&
          static_cast<int64_t>(c.batch_size) * c.heads <= 65535;  // grid.y = B·heads
 }
-
-namespace {
-// An environment switch: unset or "" is `fallback`; each word of `words` maps to its value; any
-// other value is an Error(Config) "VAR=value: expected <expected>".
-template <typename E>
-E env_choice(const char* var, E fallback, std::initializer_list<std::pair<const char*, E>> words,
-             const char* expected) {
-  const char* v = std::getenv(var);
-  const std::string s = v ? v : "";
-  if (s.empty()) return fallback;
-  for (const auto& [word, value] : words)
-    if (s == word) return value;
-  throw Error(ErrorKind::Config, fmt::format("{}={}: expected {}", var, s, expected));
-}
-}  // namespace
 
 AttentionPath attention_path_from_env() {
   return env_choice("DSKC_ATTENTION", AttentionPath::FusedWhereSupported,

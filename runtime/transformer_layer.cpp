@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 
+#include "compiler/env_choice.h"
 #include "compiler/errors.h"
 #include "runtime/driver.h"
 #include "runtime/host_tensor.h"
@@ -83,13 +83,9 @@ TransformerLayer::~TransformerLayer() {
 }
 
 bool layer_side_stream_from_env() {
-  const char* v = std::getenv("DSKC_LAYER_STREAMS");
-  if (!v || !*v || std::string(v) == "2") return true;
-  if (std::string(v) == "1") return false;
-  throw Error(ErrorKind::Config,
-              fmt::format("DSKC_LAYER_STREAMS='{}': expected 1 (one stream) or 2 (backward overlaps the weight-gradient "
-                          "GEMMs on a second stream, the default)",
-                          v));
+  return env_choice("DSKC_LAYER_STREAMS", true, {{"2", true}, {"1", false}},
+                    "1 (one stream) or 2 (backward overlaps the weight-gradient GEMMs on a second stream, the "
+                    "default)");
 }
 
 void TransformerLayer::fork() {

@@ -85,6 +85,19 @@ LayerPlan fused_plan(const LayerConfig& c, AttnMask mask = AttnMask::Inline) {
 }
 LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused, AttnMask::Inline}); }
 
+// A bad value of an environment switch the plan reads: make_plan(bert_large()) fails with a config
+// error naming "VAR=value:" and both quoted words, the same message as the variable's own reader.
+template <class Reader>
+void check_env_error(const char* var, const char* bad, const char* word1, const char* word2, Reader reader) {
+  CAPTURE(bad);
+  dskc_test::ScopedEnv env(var, bad);
+  const std::string m = dskc_test::error_of([] { make_plan(bert_large()); }, ErrorKind::Config);
+  CHECK(m.find(std::string(var) + "=" + bad + ":") != std::string::npos);
+  CHECK(m.find(std::string("\"") + word1 + "\"") != std::string::npos);
+  CHECK(m.find(std::string("\"") + word2 + "\"") != std::string::npos);
+  CHECK(dskc_test::error_of(reader, ErrorKind::Config) == m);
+}
+
 size_t count_of(const std::string& hay, const std::string& needle) {
   size_t n = 0;
   for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
@@ -968,14 +981,9 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
     CHECK(make_plan(bert_large(), {AttentionPath::FusedWhereSupported, AttnMask::Kernel}).attn_mask_kernel);
   }
   for (const char* bad : {"Kernel", "philox", "kernel "}) {
-    CAPTURE(bad);
-    dskc_test::ScopedEnv env("DSKC_ATTN_MASK", bad);
-    const std::string m = error_of([] { make_plan(bert_large()); }, ErrorKind::Config);
-    CHECK(m.find(std::string("DSKC_ATTN_MASK=") + bad + ":") != std::string::npos);
-    CHECK(m.find("\"inline\"") != std::string::npos);
-    CHECK(m.find("\"kernel\"") != std::string::npos);
-    CHECK(error_of([] { attn_mask_from_env(); }, ErrorKind::Config) == m);
+    check_env_error("DSKC_ATTN_MASK", bad, "inline", "kernel", [] { attn_mask_from_env(); });
     // Validated even where it would not matter (like DSKC_ATTENTION): a typo never passes silently.
+    dskc_test::ScopedEnv env("DSKC_ATTN_MASK", bad);
     error_of([] { make_plan(with_dtype(bert_large(), DType::F32)); }, ErrorKind::Config);
   }
 }
@@ -1045,15 +1053,8 @@ TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ G
     dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "kernel");
     CHECK(plan_with(bert_large(), AttnDq::Gemm).attn_dq_gemm);
   }
-  for (const char* bad : {"GEMM", "atomic", "gemm "}) {
-    CAPTURE(bad);
-    dskc_test::ScopedEnv env("DSKC_ATTN_DQ", bad);
-    const std::string m = error_of([] { make_plan(bert_large()); }, ErrorKind::Config);
-    CHECK(m.find(std::string("DSKC_ATTN_DQ=") + bad + ":") != std::string::npos);
-    CHECK(m.find("\"gemm\"") != std::string::npos);
-    CHECK(m.find("\"kernel\"") != std::string::npos);
-    CHECK(error_of([] { attn_dq_from_env(); }, ErrorKind::Config) == m);
-  }
+  for (const char* bad : {"GEMM", "atomic", "gemm "})
+    check_env_error("DSKC_ATTN_DQ", bad, "gemm", "kernel", [] { attn_dq_from_env(); });
 }
 
 TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_dkdvdq with an fp32 dQ "

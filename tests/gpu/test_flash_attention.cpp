@@ -163,6 +163,25 @@ void print(const char* what, const Diff& e) {
     std::printf("  %-26s max abs %.3e  rel %.3e  (no element beyond tolerance)\n", what, e.max_abs, e.rel);
 }
 
+// The layer input x and output gradient dy (normal, seeds seed_x / seed_dy) and, with Case::mask,
+// an additive padding mask (-10000 over the last (3b + 1) % S positions of batch b, never the whole
+// row), all rounded to the dtype.
+struct Inputs {
+  std::vector<float> x, dy, mask;
+};
+Inputs inputs_of(const Case& k, int H, DType t, uint64_t seed_x, uint64_t seed_dy) {
+  const int B = k.batch, S = k.seq;
+  Inputs in{dskc_test::randn(static_cast<size_t>(B) * S * H, seed_x),
+            dskc_test::randn(static_cast<size_t>(B) * S * H, seed_dy), std::vector<float>(static_cast<size_t>(B) * S, 0.f)};
+  if (k.mask)
+    for (int b = 0; b < B; ++b)
+      for (int s = S - 1 - (3 * b + 1) % std::max(S, 1); s < S; ++s)
+        if (s > 0) in.mask[static_cast<size_t>(b) * S + s] = -10000.f;
+  for (auto* v : {&in.x, &in.dy, &in.mask})
+    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
+  return in;
+}
+
 void check_case(const Case& k, bool verbose) {
   const LayerConfig c = config_of(k);
   const DType t = c.dtype();
@@ -175,14 +194,7 @@ void check_case(const Case& k, bool verbose) {
   params["attn_qkvb"] = dskc_test::randn(params["attn_qkvb"].size(), 78, 0.1f);
   for (auto& [name, v] : params)
     for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
-  auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 1), dy = dskc_test::randn(x.size(), 2);
-  std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
-  if (k.mask)
-    for (int b = 0; b < B; ++b)
-      for (int s = S - 1 - (3 * b + 1) % std::max(S, 1); s < S; ++s)
-        if (s > 0) mask[static_cast<size_t>(b) * S + s] = -10000.f;  // padding at the end, never the whole row
-  for (auto* v : {&x, &dy, &mask})
-    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
+  auto [x, dy, mask] = inputs_of(k, H, t, 1, 2);
 
   const Result f =
       run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, k.mask_kernel ? "kernel" : "inline");
@@ -421,14 +433,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
   params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 79, 1.5f / std::sqrt(static_cast<float>(H)));
   for (auto& [name, v] : params)
     for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
-  auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 5), dy = dskc_test::randn(x.size(), 6);
-  std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
-  if (k.mask)
-    for (int b = 0; b < B; ++b)
-      for (int s = S - 1 - (3 * b + 1) % std::max(S, 1); s < S; ++s)
-        if (s > 0) mask[static_cast<size_t>(b) * S + s] = -10000.f;
-  for (auto* v : {&x, &dy, &mask})
-    for (auto& e : *v) e = static_cast<float>(round_to_dtype(e, t));
+  auto [x, dy, mask] = inputs_of(k, H, t, 5, 6);
   const auto fused = AttentionPath::FusedWhereSupported;
   const Result a = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false);
   REQUIRE(a.fused);
