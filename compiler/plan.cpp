@@ -114,9 +114,11 @@ AttnMask attn_mask_from_env() {
 }
 
 AttnDq attn_dq_from_env() {
-  return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm, {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}},
-                    "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ) or "
-                    "\"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile)");
+  return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
+                    {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}},
+                    "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ), "
+                    "\"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
+                    "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 
 std::string config_hash(const LayerConfig& cfg) {
@@ -308,9 +310,14 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 (pre ? "added after" : "added before") + " + gamma/beta partials");
     dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (fused) {
-      // stochastic_mode: one pass, dQ by atomics (plan.h, attn_dq_atomic); else deterministic.
-      const bool dq_atomic = c.stochastic_mode;
-      const bool dq_gemm = !dq_atomic && dq_src == AttnDq::Gemm;
+      // dQ by the GEMM (default), the per-query-tile kernel, or (stochastic_mode only) atomics in one
+      // pass (plan.h, attn_dq_atomic).
+      if (dq_src == AttnDq::Atomic && !c.stochastic_mode)
+        throw Error(ErrorKind::Config,
+                    "DSKC_ATTN_DQ=atomic needs stochastic_mode: its fp32 atomic dQ additions run in a varying "
+                    "order, so the default mode (bitwise reproducible) does not use them");
+      const bool dq_atomic = dq_src == AttnDq::Atomic;
+      const bool dq_gemm = dq_src == AttnDq::Gemm;
       plan.attn_dq_atomic = dq_atomic;
       plan.attn_dq_gemm = dq_gemm;
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint

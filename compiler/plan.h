@@ -88,15 +88,15 @@ struct LayerPlan {
   bool attn_keep_bits_saved = false;
   bool attn_mask_kernel = false;
   bool attn_fwd_stores_bits() const { return attn_keep_bits_saved && !attn_mask_kernel; }
-  // stochastic_mode with fused attention in training: single-pass attention backward. Instead of
-  // attn_flash_bwd_dkdv + attn_flash_bwd_dq (which recomputes P and dS per query tile),
+  // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
+  // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
   // attn_flash_bwd_dkdvdq computes dK, dV per key tile and adds the tile's dQ share with atomics
   // into the fp32 workspace tensor attn_dq_acc [B, S, H], which attn_flash_bwd_dot zeroes first
   // (with the per-head tickets attn_dq_tickets [B, heads]); the last key tile of each head writes
   // its dQ into grad_qkv. The order of the atomic additions varies, so dQ is not bitwise
   // reproducible run to run (dK, dV and everything before are).
   bool attn_dq_atomic = false;
-  // Fused attention in training, default mode (not stochastic_mode), AttnDq::Gemm: attn_flash_bwd_dkdv
+  // Fused attention in training, AttnDq::Gemm (the default in both modes): attn_flash_bwd_dkdv
   // also stores dSᵀ (dtype T) in the workspace tensor grad_scores [B, heads, S, padded S] and the
   // runtime computes dQ = dS·K/√d with one batched GEMM (gemm_attn_dq) instead of attn_flash_bwd_dq,
   // which would compute P and dS a second time. Deterministic like the kernel it replaces.
@@ -118,11 +118,12 @@ enum class AttnMask {
   Inline,           // attn_flash_fwd draws it with Philox per tile (and stores the saved bits)
   Kernel,           // attn_dropout_bits_fwd writes the bits just before attn_flash_fwd, which reads them
 };
-// How the deterministic (default-mode) fused attention backward produces dQ.
+// How the fused attention backward produces dQ.
 enum class AttnDq {
-  FromEnvironment,  // DSKC_ATTN_DQ: unset, "" or "gemm" -> Gemm; "kernel" -> Kernel
+  FromEnvironment,  // DSKC_ATTN_DQ: unset, "" or "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic
   Gemm,             // attn_flash_bwd_dkdv also writes dSᵀ into grad_scores; the batched GEMM gemm_attn_dq
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
+  Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
 };
 struct PlanOptions {
   AttentionPath attention = AttentionPath::FromEnvironment;
@@ -138,8 +139,9 @@ AttentionPath attention_path_from_env();
 // Reads DSKC_ATTN_MASK (unset, "", "kernel" -> Kernel; "inline" -> Inline); any other value is an
 // Error(Config) naming the variable.
 AttnMask attn_mask_from_env();
-// Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "kernel" -> Kernel); any other value is an
-// Error(Config) naming the variable.
+// Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic); any
+// other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
+// backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
 
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).

@@ -532,8 +532,9 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
   // ---- attention ----
   if (plan_.fused_attention) {
-    // D = rowsum(dO ⊙ O); then dK, dV (per key tile) and dQ (per query tile) straight into grad_qkv,
-    // or in stochastic_mode (plan attn_dq_atomic) one pass: the dot kernel also zeroes the fp32 dQ
+    // D = rowsum(dO ⊙ O); then dK, dV (per key tile) straight into grad_qkv and dQ by the batched GEMM
+    // (default) or per query tile, or in stochastic_mode with DSKC_ATTN_DQ=atomic (plan
+    // attn_dq_atomic) one pass: the dot kernel also zeroes the fp32 dQ
     // accumulator and tickets, attn_flash_bwd_dkdvdq adds each key tile's dQ share into it with
     // atomics, and the last key tile of each head writes that head's dQ into grad_qkv.
     const bool dq_atomic = plan_.attn_dq_atomic;

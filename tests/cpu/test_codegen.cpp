@@ -83,6 +83,10 @@ bool has_kernel(const LayerPlan& p, const std::string& name) { return p.find_ker
 LayerPlan fused_plan(const LayerConfig& c, AttnMask mask = AttnMask::Inline) {
   return make_plan(c, {AttentionPath::FusedWhereSupported, mask});
 }
+// stochastic_mode's single-pass backward (DSKC_ATTN_DQ=atomic) where the config allows it.
+LayerPlan atomic_dq_plan(const LayerConfig& c) {
+  return make_plan(c, {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Atomic});
+}
 LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused, AttnMask::Inline}); }
 
 // A bad value of an environment switch the plan reads: make_plan(bert_large()) fails with a config
@@ -1029,14 +1033,34 @@ TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ G
         CHECK(rb->fuses.find("for attn_flash_bwd_dkdv (") != std::string::npos);
       CHECK(emit(g).source != emit(k).source);  // two modules, two cache entries
     }
-  // Where the deterministic fused backward does not run, the option changes nothing.
-  LayerConfig sto = bert_large(), inference = bert_large();
-  sto.stochastic_mode = true;
+  // stochastic_mode takes the same choice (its default is the dQ GEMM too): the same kernels and
+  // workspace; its module differs only by the flag itself.
+  {
+    LayerConfig sto = bert_large();
+    sto.stochastic_mode = true;
+    for (AttnDq dq : {AttnDq::Gemm, AttnDq::Kernel}) {
+      const LayerPlan s = plan_with(sto, dq), d = plan_with(bert_large(), dq);
+      CHECK(s.attn_dq_gemm == (dq == AttnDq::Gemm));
+      CHECK_FALSE(s.attn_dq_atomic);
+      CHECK(kernel_names(s) == kernel_names(d));
+      CHECK(s.workspace_bytes(64, 128) == d.workspace_bytes(64, 128));
+    }
+    CHECK(fused_plan(sto).attn_dq_gemm);
+  }
+  // DSKC_ATTN_DQ=atomic is stochastic_mode's alone: the default mode stays bitwise reproducible.
+  {
+    const std::string e = error_of([] { atomic_dq_plan(bert_large()); }, ErrorKind::Config);
+    CHECK(e.find("DSKC_ATTN_DQ=atomic needs stochastic_mode") != std::string::npos);
+  }
+  // Where the fused backward does not run, the option changes nothing.
+  LayerConfig inference = bert_large();
   inference.training = false;
-  for (const LayerConfig& c : {sto, inference, with_dtype(bert_large(), DType::F32)}) {
-    const LayerPlan g = plan_with(c, AttnDq::Gemm), k = plan_with(c, AttnDq::Kernel);
+  for (const LayerConfig& c : {inference, with_dtype(bert_large(), DType::F32)}) {
+    const LayerPlan g = plan_with(c, AttnDq::Gemm), k = plan_with(c, AttnDq::Kernel), a = plan_with(c, AttnDq::Atomic);
     CHECK_FALSE(g.attn_dq_gemm);
+    CHECK_FALSE(a.attn_dq_atomic);
     CHECK(kernel_names(g) == kernel_names(k));
+    CHECK(kernel_names(g) == kernel_names(a));
     CHECK(emit(g).source == emit(k).source);
   }
   CHECK_FALSE(make_plan(bert_large(), {AttentionPath::Unfused, AttnMask::Inline, AttnDq::Gemm}).attn_dq_gemm);
@@ -1050,15 +1074,22 @@ TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ G
   CHECK(from_env("gemm"));
   CHECK_FALSE(from_env("kernel"));
   {
+    dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "atomic");
+    LayerConfig sto = bert_large();
+    sto.stochastic_mode = true;
+    CHECK(make_plan(sto, {AttentionPath::FusedWhereSupported}).attn_dq_atomic);
+    error_of([] { make_plan(bert_large(), {AttentionPath::FusedWhereSupported}); }, ErrorKind::Config);
+  }
+  {
     dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "kernel");
     CHECK(plan_with(bert_large(), AttnDq::Gemm).attn_dq_gemm);
   }
-  for (const char* bad : {"GEMM", "atomic", "gemm "})
-    check_env_error("DSKC_ATTN_DQ", bad, "gemm", "kernel", [] { attn_dq_from_env(); });
+  for (const char* bad : {"GEMM", "atomics", "gemm "})
+    check_env_error("DSKC_ATTN_DQ", bad, "gemm", "atomic", [] { attn_dq_from_env(); });
 }
 
-TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_dkdvdq with an fp32 dQ "
-          "accumulator in the workspace") {
+TEST_CASE("stochastic_mode with DSKC_ATTN_DQ=atomic: single-pass fused attention backward attn_flash_bwd_dkdvdq "
+          "with an fp32 dQ accumulator in the workspace") {
   // The deterministic list with attn_flash_bwd_dkdv (+ the dQ GEMM) replaced by the one kernel,
   // for every dtype / LN placement / memory flag / dropout combination that fuses.
   for (DType t : {DType::F16, DType::BF16})
@@ -1074,7 +1105,7 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
             LayerConfig c = bert_large_variant(t, pre_ln, f, attn_drop, hidden_drop);
             const LayerPlan det = fused_plan(c);
             c.stochastic_mode = true;
-            const LayerPlan sto = fused_plan(c);
+            const LayerPlan sto = atomic_dq_plan(c);
             REQUIRE(sto.fused_attention);
             CHECK_FALSE(det.attn_dq_atomic);
             CHECK(sto.attn_dq_atomic);
@@ -1130,7 +1161,7 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
   LayerConfig d128 = bert_large();
   d128.heads = 8;
   d128.stochastic_mode = true;
-  const KernelInfo* k128 = fused_plan(d128).find_kernel("attn_flash_bwd_dkdvdq");
+  const KernelInfo* k128 = atomic_dq_plan(d128).find_kernel("attn_flash_bwd_dkdvdq");
   REQUIRE(k128);
   CHECK(k128->block == 64);
   CHECK(k128->rows_per_block == 32);
@@ -1144,7 +1175,8 @@ TEST_CASE("stochastic_mode: single-pass fused attention backward attn_flash_bwd_
   for (const auto& [base, path] : same) {
     LayerConfig c = base;
     c.stochastic_mode = true;
-    const LayerPlan sto = make_plan(c, {path, AttnMask::Inline}), det = make_plan(base, {path, AttnMask::Inline});
+    const LayerPlan sto = make_plan(c, {path, AttnMask::Inline, AttnDq::Atomic}),
+                    det = make_plan(base, {path, AttnMask::Inline});
     CHECK_FALSE(sto.attn_dq_atomic);
     CHECK(kernel_names(sto) == kernel_names(det));
     CHECK(sto.workspace_bytes(64, 128) == det.workspace_bytes(64, 128));
@@ -1177,7 +1209,7 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     const LayerPlan plan_unfused = unfused_plan(with_dtype(c, t));
     LayerConfig cs = with_dtype(c, t);
     cs.stochastic_mode = true;
-    const LayerPlan plan_stochastic = fused_plan(cs);
+    const LayerPlan plan_stochastic = atomic_dq_plan(cs);
     const LayerPlan plan_dq_kernel =
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
@@ -1400,6 +1432,7 @@ struct ModuleCase {
   bool unfused = false;  // force the unfused attention path (fp16/bf16 would fuse where supported)
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd + attn_flash_fwd reading bits
   bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
+  bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -1419,7 +1452,9 @@ void compile_module(const ModuleCase& mc) {
   INFO(std::string(mc.arch) << " " << to_json_text(c, -1));
   const LayerPlan plan =
       make_plan(c, {mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
-                    mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel ? AttnDq::Kernel : AttnDq::Gemm});
+                    mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel   ? AttnDq::Kernel
+                    : mc.dq_atomic ? AttnDq::Atomic
+                                   : AttnDq::Gemm});
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -1525,16 +1560,22 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .inter = 3072},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .flags = kGeluCkpt, .inter = 1030},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F32, .arch = "sm_90", .pre_ln = false, .inter = 1025},
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .stochastic = true},
-      // stochastic_mode's single-pass attention backward (attn_flash_bwd_dkdvdq) at head dims 16,
-      // 32, 80, 128, both archs, bf16, without attention dropout and with attn_dropout_checkpoint
+      // stochastic_mode (the dQ GEMM, autotuned GEMMs at run time) and its single-pass attention
+      // backward (DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq) at head dims 16, 32, 80, 128, both archs, bf16, without attention dropout and with attn_dropout_checkpoint
       // (attn_dropout_bits_bwd before it) or DSKC_ATTN_MASK=kernel.
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .stochastic = true},
-      {.hidden = 1024, .heads = 8, .seq = 512, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .stochastic = true},
-      {.hidden = 1024, .heads = 8, .seq = 381, .dtype = BF16, .arch = "sm_90", .attn_drop = 0, .stochastic = true},
-      {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .flags = kAllFlags, .stochastic = true},
-      {.hidden = 1024, .heads = 32, .seq = 51, .dtype = BF16, .arch = "sm_80", .stochastic = true, .mask_kernel = true},
-      {.hidden = 2560, .heads = 32, .seq = 127, .dtype = F16, .arch = "sm_90", .flags = kGeluCkpt, .stochastic = true},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .stochastic = true},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .stochastic = true,
+       .dq_atomic = true},
+      {.hidden = 1024, .heads = 8, .seq = 512, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .stochastic = true,
+       .dq_atomic = true},
+      {.hidden = 1024, .heads = 8, .seq = 381, .dtype = BF16, .arch = "sm_90", .attn_drop = 0, .stochastic = true,
+       .dq_atomic = true},
+      {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .flags = kAllFlags, .stochastic = true,
+       .dq_atomic = true},
+      {.hidden = 1024, .heads = 32, .seq = 51, .dtype = BF16, .arch = "sm_80", .stochastic = true, .mask_kernel = true,
+       .dq_atomic = true},
+      {.hidden = 2560, .heads = 32, .seq = 127, .dtype = F16, .arch = "sm_90", .flags = kGeluCkpt, .stochastic = true,
+       .dq_atomic = true},
       // The per-query-tile dQ kernel (DSKC_ATTN_DQ=kernel) at head dims 64, 128 and 16, odd S.
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .dq_kernel = true},
       {.hidden = 1024, .heads = 8, .seq = 381, .dtype = BF16, .arch = "sm_80", .flags = kAttnCkpt, .dq_kernel = true},

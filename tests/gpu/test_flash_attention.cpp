@@ -8,9 +8,11 @@
 // with attn_dropout_checkpoint (Case::adc) rewritten in backward by attn_dropout_bits_bwd; with
 // DSKC_ATTN_MASK=kernel (Case::mask_kernel) attn_dropout_bits_fwd writes them before attn_flash_fwd,
 // which reads them. All four variants must give bitwise identical results.
-// stochastic_mode (Case::stochastic) runs the single-pass backward attn_flash_bwd_dkdvdq (dQ by fp32
-// atomics): the same checks against the unfused path and the reference, and against the default
-// mode's backward on the same GEMM results (forward, dK, dV bitwise; dQ to rounding).
+// stochastic_mode with DSKC_ATTN_DQ=atomic (Case::stochastic) runs the single-pass backward
+// attn_flash_bwd_dkdvdq (dQ by fp32 atomics): the same checks against the unfused path and the
+// reference, and against the default mode's backward on the same GEMM results (forward, dK, dV
+// bitwise; dQ to rounding). stochastic_mode's own default (the dQ GEMM) with GEMM autotuning off is
+// the default mode bit for bit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -42,7 +44,7 @@ struct Case {
   bool mask;
   bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
-  bool stochastic = false;   // stochastic_mode: attn_flash_bwd_dkdvdq instead of attn_flash_bwd_dkdv + _dq
+  bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq, no dQ GEMM
 };
 
 LayerConfig config_of(const Case& k) {
@@ -74,7 +76,8 @@ struct Result {
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
 // GEMM autotuning (off to compare the two modes' attention backward on identical GEMM results);
-// dq_src: DSKC_ATTN_DQ (nullptr: unset, the default dQ GEMM; "kernel": attn_flash_bwd_dq).
+// dq_src: DSKC_ATTN_DQ (nullptr: unset, the default dQ GEMM; "kernel": attn_flash_bwd_dq; "atomic":
+// stochastic_mode's attn_flash_bwd_dkdvdq).
 Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::map<std::string, std::vector<float>>& params,
            const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S,
            const char* mask_src = "inline", bool gemm_autotune = true, const char* dq_src = nullptr) {
@@ -196,8 +199,8 @@ void check_case(const Case& k, bool verbose) {
     for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
   auto [x, dy, mask] = inputs_of(k, H, t, 1, 2);
 
-  const Result f =
-      run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, k.mask_kernel ? "kernel" : "inline");
+  const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S,
+                       k.mask_kernel ? "kernel" : "inline", true, k.stochastic ? "atomic" : nullptr);
   const Result u = run(ctx, c, AttentionPath::Unfused, params, x, mask, dy, B, S);
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
@@ -408,21 +411,25 @@ TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
 }
 
 // Another way to compute dQ against the default mode (dSᵀ from attn_flash_bwd_dkdv, dQ by a batched
-// GEMM) on the same layer and inputs: stochastic_mode (single pass, dQ shares added with fp32
-// atomics) or DSKC_ATTN_DQ=kernel (attn_flash_bwd_dq recomputes P and dS per query tile). GEMM
+// GEMM) on the same layer and inputs: stochastic_mode with DSKC_ATTN_DQ=atomic (single pass, dQ
+// shares added with fp32 atomics) or DSKC_ATTN_DQ=kernel (attn_flash_bwd_dq recomputes P and dS per query tile). GEMM
 // autotuning is off so both run the same GEMM algorithms: the forward is the same code (output,
 // context, logsumexp, keep bits bitwise equal) and every variant computes dK, dV with the same
 // attn_flash_bwd_dkdv code (bitwise equal); only dQ differs, by the order of its fp32 sums, and with
 // it the gradients computed from grad_qkv: attn_qkvw, attn_qkvb, the input and, in Pre-LN, norm_w /
 // norm_b (close: normwise relative difference within a few rounding units of the dtype). Gradients
 // computed before the attention backward are bitwise equal. A second run gives the same again (dQ
-// within rounding of the first; bitwise for the deterministic kernel).
-enum class DqVariant { Stochastic, Kernel };
+// within rounding of the first; bitwise for the deterministic kernel). StochasticGemm is
+// stochastic_mode as it runs by default (the same dQ GEMM): with autotuning off, every output and
+// gradient equals the default mode's bit for bit.
+enum class DqVariant { Stochastic, Kernel, StochasticGemm };
 void check_dq_vs_default(const Case& k, DqVariant variant) {
   Case ks = k;
-  ks.stochastic = variant == DqVariant::Stochastic;
-  const char* other_dq = variant == DqVariant::Kernel ? "kernel" : nullptr;
-  const char* other_name = variant == DqVariant::Kernel ? "DSKC_ATTN_DQ=kernel" : "stochastic_mode";
+  ks.stochastic = variant != DqVariant::Kernel;
+  const char* other_dq = variant == DqVariant::Kernel ? "kernel" : variant == DqVariant::Stochastic ? "atomic" : nullptr;
+  const char* other_name = variant == DqVariant::Kernel       ? "DSKC_ATTN_DQ=kernel"
+                           : variant == DqVariant::Stochastic ? "stochastic_mode + DSKC_ATTN_DQ=atomic"
+                                                              : "stochastic_mode (dQ GEMM)";
   const LayerConfig c = config_of(k), cs = config_of(ks);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
@@ -452,7 +459,14 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
     INFO(other_name << " run " << run_no);
     const Result s = run(ctx, cs, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false, other_dq);
     REQUIRE(s.dq_atomic == (variant == DqVariant::Stochastic));
-    REQUIRE_FALSE(s.dq_gemm);
+    REQUIRE(s.dq_gemm == (variant == DqVariant::StochasticGemm));
+    if (variant == DqVariant::StochasticGemm) {  // the same kernels and GEMM algorithms: bit for bit
+      CHECK(s.out == a.out);
+      CHECK(s.dqkv == a.dqkv);
+      CHECK(s.dx == a.dx);
+      for (const auto& [name, v] : a.grads) CHECK_MESSAGE(s.grads.at(name) == v, "grad_" << name << " differs");
+      continue;
+    }
     if (run_no == 0) first_dqkv = s.dqkv;
     else if (variant == DqVariant::Kernel) CHECK(s.dqkv == first_dqkv);  // no atomics: bitwise reruns
     CHECK(s.out == a.out);
@@ -481,8 +495,8 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
   }
 }
 
-TEST_CASE("stochastic_mode: single-pass attention backward (attn_flash_bwd_dkdvdq) vs unfused vs CPU reference, "
-          "and it and DSKC_ATTN_DQ=kernel (attn_flash_bwd_dq) vs the default mode's dQ GEMM") {
+TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic: single-pass attention backward (attn_flash_bwd_dkdvdq) vs unfused "
+          "vs CPU reference; it, DSKC_ATTN_DQ=kernel and stochastic_mode's dQ GEMM vs the default mode") {
   dskc_test::require_gpu();
   // Against the unfused path and the reference: same tolerances as the default mode's cases above.
   check_case({"d64-s128-sto", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true, false, false, true}, true);
@@ -495,7 +509,7 @@ TEST_CASE("stochastic_mode: single-pass attention backward (attn_flash_bwd_dkdvd
   check_case({"d32-s509-sto", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, false, false, true}, false);
   check_case({"d128-s200-kernel-sto", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, false, true, true}, false);
   // Against the default mode (GEMM autotuning off): fp16 and bf16, partial tiles, dropout on and off.
-  for (DqVariant v : {DqVariant::Stochastic, DqVariant::Kernel}) {
+  for (DqVariant v : {DqVariant::Stochastic, DqVariant::Kernel, DqVariant::StochasticGemm}) {
     check_dq_vs_default({"d64-s127", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true}, v);
     check_dq_vs_default({"d64-s127-bf16", 2, 128, 127, 256, 4, DType::BF16, false, 0.3, true}, v);
     check_dq_vs_default({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true}, v);

@@ -245,24 +245,27 @@ TEST_CASE("fp16 Pre-LN BERT-Large width, seq 127, forced unfused attention") {
              AttentionPath::Unfused);
 }
 
-// stochastic_mode: attn_flash_bwd_dkdvdq (dQ accumulated with fp32 atomics, order varies run to run)
-// instead of attn_flash_bwd_dkdv + attn_flash_bwd_dq; the same limits as the default mode.
-TEST_CASE("fp16 Pre-LN BERT-Large width, dropout, seq 127, stochastic_mode (single-pass attention backward)") {
+// stochastic_mode: autotuned GEMMs and the default dQ GEMM; with DSKC_ATTN_DQ=atomic the single-pass
+// attn_flash_bwd_dkdvdq (dQ accumulated with fp32 atomics, order varies run to run) instead of
+// attn_flash_bwd_dkdv + the dQ GEMM. The same limits as the default mode.
+TEST_CASE("fp16 Pre-LN BERT-Large width, dropout, seq 127, stochastic_mode (autotuned GEMMs)") {
   dskc_test::require_gpu();
   auto c = make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1);
   c.stochastic_mode = true;
   check_case("fp16-large-stochastic", c, 2, 127, true);
 }
 
-TEST_CASE("bf16 Post-LN head dim 64, seq 127, attention dropout 0.3, stochastic_mode") {
+TEST_CASE("bf16 Post-LN head dim 64, seq 127, attention dropout 0.3, stochastic_mode, DSKC_ATTN_DQ=atomic") {
   dskc_test::require_gpu();
+  const dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "atomic");
   auto c = make_cfg(3, 128, 256, 4, 1024, DType::BF16, false, 0.3, 0.1);
   c.stochastic_mode = true;
   check_case("bf16-d64-p3-stochastic", c, 2, 127, true);
 }
 
-TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, stochastic_mode + attn_dropout_checkpoint") {
+TEST_CASE("bf16 Post-LN head dim 80, seq 381, masked, stochastic_mode + attn_dropout_checkpoint, DSKC_ATTN_DQ=atomic") {
   dskc_test::require_gpu();
+  const dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "atomic");
   auto c = make_cfg(2, 384, 160, 2, 640, DType::BF16, false, 0.1, 0.1);
   c.stochastic_mode = c.attn_dropout_checkpoint = true;
   check_case("bf16-d80-adc-stochastic", c, 2, 381, true);
