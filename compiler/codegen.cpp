@@ -63,7 +63,7 @@ std::string emit_config_header(const LayerPlan& plan) {
                    : plan.attn_mask_kernel ? "DSKC_ATTN_MASK=kernel: attn_flash_fwd reads the bits attn_dropout_bits_fwd wrote"
                                            : "DSKC_ATTN_MASK=inline: attn_flash_fwd draws the mask with Philox");
   if (attn_drop)
-    o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^32\n",
+    o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^16 (16-bit draw)\n",
                      thr(c.attn_dropout_ratio))
       << fmt::format("constexpr float kAttnDropoutScale = {};  // 1 / (1 - ratio)\n",
                      float_literal(static_cast<float>(1.0 / (1.0 - c.attn_dropout_ratio))));

@@ -87,7 +87,7 @@ std::string emit_model_config_header(const ModelModuleConfig& c) {
     << fmt::format("constexpr bool kModelGeluTanh = {};  // MLM transform GELU: {}\n", c.gelu == GeluForm::Tanh,
                    c.gelu == GeluForm::Tanh ? "tanh" : "erf")
     << fmt::format("constexpr bool kModelDropoutOn = {};  // embedding dropout ratio {}\n", drop, c.hidden_dropout)
-    << fmt::format("constexpr uint32_t kModelDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^32\n",
+    << fmt::format("constexpr uint32_t kModelDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^16 (16-bit draw)\n",
                    drop ? thr(c.hidden_dropout) : 0u)
     << fmt::format("constexpr float kModelDropoutScale = {};  // 1 / (1 - ratio)\n",
                    float_literal(drop ? static_cast<float>(1.0 / (1.0 - c.hidden_dropout)) : 1.f))

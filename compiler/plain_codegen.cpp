@@ -61,7 +61,7 @@ std::string emit_plain_config_header(const PlainModuleConfig& c) {
     << fmt::format("constexpr float kPlainLayerNormEps = {};\n", float_literal(static_cast<float>(c.layer_norm_eps)))
     << fmt::format("constexpr bool kPlainGeluTanh = {};  // GELU: {}\n", c.gelu == GeluForm::Tanh,
                    c.gelu == GeluForm::Tanh ? "tanh" : "erf")
-    << fmt::format("constexpr uint32_t kPlainAttnDropoutThreshold = {}u;  // ratio {}: keep iff draw >= ratio * 2^32\n",
+    << fmt::format("constexpr uint32_t kPlainAttnDropoutThreshold = {}u;  // ratio {}: keep iff draw >= ratio * 2^16 (16-bit draw)\n",
                    c.attn_dropout > 0 ? thr(c.attn_dropout) : 0u, c.attn_dropout)
     << fmt::format("constexpr float kPlainAttnDropoutScale = {};  // 1 / (1 - ratio)\n", scale(c.attn_dropout))
     << fmt::format("constexpr uint32_t kPlainHiddenDropoutThreshold = {}u;  // ratio {}\n",

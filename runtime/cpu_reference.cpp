@@ -105,10 +105,11 @@ std::vector<uint8_t> CpuReferenceLayer::make_mask(uint32_t stream, uint64_t coun
   keep.resize(count);
   const dskc_rng::DropoutKey key{cfg_.seed, layer_id_, step_};
   const uint32_t threshold = dskc_rng::dropout_threshold(ratio);
-  for (uint64_t g = 0; g * 4 < count; ++g) {  // one Philox call per four elements, as the kernels
+  constexpr int kPer = dskc_rng::kDrawsPerCall;
+  for (uint64_t g = 0; g * kPer < count; ++g) {  // one Philox call per eight elements, as the kernels
     const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, stream, g);
-    for (int k = 0; k < 4 && g * 4 + k < count; ++k) {
-      keep[g * 4 + k] = dskc_rng::select_word(d, k) >= threshold ? 1 : 0;
+    for (int k = 0; k < kPer && g * kPer + k < count; ++k) {
+      keep[g * kPer + k] = dskc_rng::select_draw(d, k) >= threshold ? 1 : 0;
     }
   }
   return keep;

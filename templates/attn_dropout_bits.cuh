@@ -1,14 +1,14 @@
 // attn_dropout_bits: the fused attention's dropout keep mask as bits, straight from the keep rule
 // (no attention math): attn_dropout_bits [B·heads, S, W] uint32, W = ceil(S/32), word for word what
 // attn_flash_fwd packs with flash::keep_bits_store — bit j % 32 of word j / 32 of row i of head bh
-// = keep(query i, key j) under the shared Philox rule (flash::keep_word / keep4), bits of keys >= S
+// = keep(query i, key j) under the shared Philox rule (flash::keep_word / keep8), bits of keys >= S
 // zero; the tensor has no rows >= S. It runs where Philox inside the mma-heavy flash kernels would
 // cost more (registers, occupancy): in backward under attn_dropout_checkpoint (the bits are then
 // not kept: this kernel rewrites them into the workspace for attn_flash_bwd_dkdv / _dq), and with
 // DSKC_ATTN_MASK=kernel in forward right before attn_flash_fwd, which reads them.
 // Grid (ceil(S / kRows), B·heads), like the flash kernels: a block owns kRows query rows of one
 // head, a contiguous run of rows·W words, and its threads stride over that run one word (32 flags:
-// 8 or 9 Philox calls) at a time. Consecutive lanes store consecutive words, so a warp writes 128
+// 4 or 5 Philox calls) at a time. Consecutive lanes store consecutive words, so a warp writes 128
 // contiguous bytes per step; one word per thread keeps the grid at B·heads·S·W threads (about 2^19
 // at batch 64 / seq 128 and batch 16 / seq 512, two full waves on a 132-SM GPU), where 16-byte
 // stores (four words per thread) would leave BERT-Large at seq 128 half a wave. The kernel is

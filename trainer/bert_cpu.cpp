@@ -186,9 +186,10 @@ StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     keep.resize(nact);
     const dskc_rng::DropoutKey key{opt_.seed, 0, m.rng_step};
     const uint32_t threshold = dskc_rng::dropout_threshold(hidden_p);
-    for (uint64_t g = 0; g * 4 < nact; ++g) {
+    constexpr int kPer = dskc_rng::kDrawsPerCall;
+    for (uint64_t g = 0; g * kPer < nact; ++g) {
       const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, kStreamEmbeddingOutput, g);
-      for (int k = 0; k < 4 && g * 4 + k < nact; ++k) keep[g * 4 + k] = dskc_rng::select_word(d, k) >= threshold;
+      for (int k = 0; k < kPer && g * kPer + k < nact; ++k) keep[g * kPer + k] = dskc_rng::select_draw(d, k) >= threshold;
     }
     const double scale = 1.0 / (1.0 - hidden_p);
     for (size_t i = 0; i < nact; ++i) x[i] = keep[i] ? x[i] * scale : 0.0;

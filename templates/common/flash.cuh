@@ -213,40 +213,40 @@ __device__ __forceinline__ void store_c(E (*tile)[kStride], const float (&c)[kN]
 
 // The attention-dropout keep rule (common/philox.cuh, stream kStreamAttnProbs): element (query i,
 // key j) of head bh keeps iff the draw of element index attn_keep_index(bh, S, i, j) = (bh·S + i)·S + j
-// is >= kAttnDropoutThreshold. One Philox call yields the draws of the group of four indices
-// [4·group, 4·group + 4); a row's groups need not start at its first key.
+// is >= kAttnDropoutThreshold. One Philox call yields the draws of the group of eight indices
+// [8·group, 8·group + 8); a row's groups need not start at its first key.
 __device__ __forceinline__ uint64_t attn_keep_index(int bh, int seq, int i, int j) {
   return (static_cast<uint64_t>(bh) * seq + i) * seq + j;
 }
-// Keep flags of the four elements of `group` as bits 0..3 (bit w: element 4·group + w).
-__device__ __forceinline__ uint32_t keep4(const dskc_rng::DropoutKey& key, uint64_t group) {
+// Keep flags of the eight elements of `group` as bits 0..7 (bit w: element 8·group + w).
+__device__ __forceinline__ uint32_t keep8(const dskc_rng::DropoutKey& key, uint64_t group) {
   const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, dskc_rng::kStreamAttnProbs, group);
   uint32_t v = 0;
 #pragma unroll
-  for (int w = 0; w < 4; ++w) v |= static_cast<uint32_t>(dskc_rng::select_word(d, w) >= kAttnDropoutThreshold) << w;
+  for (int w = 0; w < 8; ++w) v |= static_cast<uint32_t>(dskc_rng::select_draw(d, w) >= kAttnDropoutThreshold) << w;
   return v;
 }
 
 // Attention-dropout keep flags of a tile, into shared memory: dst[qi][kj] = keep(query i0 + qi,
 // key j0 + kj) of head bh — 1 where kept, 0 where dropped or out of range.
-// Work item = (query row, group of four consecutive indices): a row's kKeys indices span at most
-// kKeys/4 + 1 groups, so one Philox call serves up to four flags (the groups partition the row, so
+// Work item = (query row, group of eight consecutive indices): a row's kKeys indices span at most
+// kKeys/8 + 1 groups, so one Philox call serves up to eight flags (the groups partition the row, so
 // every flag is written exactly once). Callers __syncthreads() before reading dst.
 template <int kQueries, int kKeys, int kThreads>
 __device__ __forceinline__ void dropout_tile(unsigned char (*dst)[kKeys], const DropoutArgs& a, int bh, int seq, int i0,
                                              int j0) {
-  constexpr int kGroups = kKeys / 4 + 1;
+  constexpr int kGroups = kKeys / 8 + 1;
   const dskc_rng::DropoutKey key{a.seed, a.layer, a.step};
   for (int c = threadIdx.x; c < kQueries * kGroups; c += kThreads) {
     const int qi = c / kGroups, gi = c % kGroups;
     const int i = i0 + qi;
     const uint64_t first = attn_keep_index(bh, seq, i, j0);  // index of key j0
-    const uint64_t group = (first >> 2) + gi;
-    const int kj0 = static_cast<int>(static_cast<long long>(group * 4) - static_cast<long long>(first));  // -3 .. kKeys
+    const uint64_t group = (first >> 3) + gi;
+    const int kj0 = static_cast<int>(static_cast<long long>(group * 8) - static_cast<long long>(first));  // -7 .. kKeys
     if (kj0 >= kKeys) continue;  // the row ended in the previous group
-    const uint32_t keep = i < seq ? keep4(key, group) : 0u;
+    const uint32_t keep = i < seq ? keep8(key, group) : 0u;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < 8; ++w) {
       const int kj = kj0 + w;
       if (kj < 0 || kj >= kKeys) continue;
       dst[qi][kj] = j0 + kj < seq && ((keep >> w) & 1u);
@@ -265,16 +265,16 @@ __device__ __forceinline__ int keep_words(int seq) { return (seq + 31) / 32; }
 
 // One word of the bits from the keep rule directly: the flags of `count` (1..32) consecutive keys
 // of one query row from element index `first` (attn_keep_index of the word's first key); bit b =
-// keep(first + b), bits >= count 0. The word's 32 indices meet 8 groups of four when first % 4 == 0
-// (S % 4 == 0), else 9, the outer two shared with the neighbouring words.
+// keep(first + b), bits >= count 0. The word's 32 indices meet 4 groups of eight when first % 8 == 0
+// (S % 8 == 0), else 5, the outer two shared with the neighbouring words.
 __device__ __forceinline__ uint32_t keep_word(const dskc_rng::DropoutKey& key, uint64_t first, int count) {
-  const int lead = static_cast<int>(first & 3);  // indices of the first group before `first`
-  const uint64_t g0 = first >> 2;
-  uint32_t v = keep4(key, g0) >> lead;
+  const int lead = static_cast<int>(first & 7);  // indices of the first group before `first`
+  const uint64_t g0 = first >> 3;
+  uint32_t v = keep8(key, g0) >> lead;
 #pragma unroll
-  for (int k = 1; k <= 8; ++k) {
-    const int shift = 4 * k - lead;  // bit of index 4·(g0 + k): 1 .. 32
-    if (shift < count) v |= keep4(key, g0 + k) << shift;
+  for (int k = 1; k <= 4; ++k) {
+    const int shift = 8 * k - lead;  // bit of index 8·(g0 + k): 1 .. 32
+    if (shift < count) v |= keep8(key, g0 + k) << shift;
   }
   return count < 32 ? v & ((1u << count) - 1u) : v;
 }

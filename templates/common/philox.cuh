@@ -1,8 +1,11 @@
 // Philox4x32-10 counter-based RNG and the dropout keep rule shared by the generated kernels and
 // the CPU reference (compiled as plain C++ there), so masks regenerate bit-identically anywhere.
 // Keep rule: element `idx` of stream `stream` at training step `step` for layer `layer` under
-// `seed` is kept iff its 32-bit draw >= threshold(ratio) = floor(ratio * 2^32). Four consecutive
-// elements (idx / 4) share one Philox call; which word is used is idx % 4.
+// `seed` is kept iff its 16-bit draw >= threshold(ratio) = floor(ratio * 2^16) (at most 65535).
+// Eight consecutive elements (group idx / 8) share one Philox call: draw idx % 8 = i is the low
+// (i even) or high (i odd) half of word i / 2. 16-bit draws halve the Philox work of the 32-bit
+// ones (the attention mask kernels are bound by it); the keep probability 1 - threshold / 2^16
+// is within 2^-16 of 1 - ratio.
 #pragma once
 #if defined(__CUDACC_RTC__)
 // NVRTC has no C library headers; these are the widths CUDA guarantees.
@@ -57,7 +60,10 @@ struct DropoutKey {
   uint32_t step;
 };
 
-// The four draws for elements [4*group, 4*group+4) of one stream.
+// Elements sharing one Philox call.
+constexpr int kDrawsPerCall = 8;
+
+// The Philox output for elements [8*group, 8*group+8) of one stream (select_draw picks one).
 DSKC_HD U32x4 dropout_draws(DropoutKey key, uint32_t stream, uint64_t group) {
   U32x4 ctr{static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), key.step,
             (key.layer << 4) ^ stream};
@@ -65,15 +71,17 @@ DSKC_HD U32x4 dropout_draws(DropoutKey key, uint32_t stream, uint64_t group) {
 }
 
 DSKC_HD uint32_t dropout_threshold(double ratio) {
-  double t = ratio * 4294967296.0;
-  return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
+  double t = ratio * 65536.0;
+  return t >= 65535.0 ? 65535u : static_cast<uint32_t>(t);
 }
 
 DSKC_HD uint32_t select_word(U32x4 d, int i) { return i == 0 ? d.x : i == 1 ? d.y : i == 2 ? d.z : d.w; }
+// The 16-bit draw i (0..7) of one Philox output.
+DSKC_HD uint32_t select_draw(U32x4 d, int i) { return (select_word(d, i >> 1) >> (16 * (i & 1))) & 0xFFFFu; }
 
-// Scalar form (the CPU reference uses this; kernels use dropout_draws per group of four).
+// Scalar form (the CPU reference uses this; kernels use dropout_draws per group of eight).
 DSKC_HD bool dropout_keep(DropoutKey key, uint32_t stream, uint64_t idx, uint32_t threshold) {
-  return select_word(dropout_draws(key, stream, idx >> 2), static_cast<int>(idx & 3)) >= threshold;
+  return select_draw(dropout_draws(key, stream, idx >> 3), static_cast<int>(idx & 7)) >= threshold;
 }
 
 }  // namespace dskc_rng

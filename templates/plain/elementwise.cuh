@@ -72,16 +72,16 @@ __device__ __forceinline__ void add_impl(const PlainAddParams& p) {
   DSKC_PLAIN_STRIDE(i, p.n) p.y[i] = from_f<T>(to_f(p.a[i]) + to_f(p.b[i]));
 }
 
-// Each thread handles groups of four consecutive elements (one Philox call).
+// Each thread handles groups of eight consecutive elements (one Philox call).
 template <uint32_t kThreshold>
 __device__ __forceinline__ void dropout_impl(const PlainDropoutParams& p, float scale) {
-  const unsigned long long groups = (p.n + 3) / 4;
+  const unsigned long long groups = (p.n + 7) / 8;
   DSKC_PLAIN_STRIDE(g, groups) {
-    const unsigned long long first = g * 4;
-    bool keep[4];
-    dropout_keep_n<4>(p.rng, p.stream, first, kThreshold, keep);
+    const unsigned long long first = g * 8;
+    bool keep[8];
+    dropout_keep_n<8>(p.rng, p.stream, first, kThreshold, keep);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 8; ++k) {
       const unsigned long long i = first + k;
       if (i < p.n) p.y[i] = from_f<T>(keep[k] ? to_f(p.x[i]) * scale : 0.f);
     }

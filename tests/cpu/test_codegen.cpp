@@ -254,7 +254,7 @@ TEST_CASE("generated constants specialize the layer") {
                            "constexpr int kHeadDim = 64;", "constexpr int kInter = 4096;", "constexpr int kBatch = 64;",
                            "constexpr int kMaxSeq = 128;", "constexpr float kLayerNormEps = 1e-12f;",
                            "constexpr bool kPreLayerNorm = true;", "constexpr bool kAttnDropoutOn = true;",
-                           "constexpr bool kHiddenDropoutOn = true;", "constexpr uint32_t kAttnDropoutThreshold = 429496729u;",
+                           "constexpr bool kHiddenDropoutOn = true;", "constexpr uint32_t kAttnDropoutThreshold = 6553u;",
                            "constexpr float kAttnDropoutScale = 1.1111112f;"})
     CHECK_MESSAGE(h.find(line) != std::string::npos, line << "\n" << h);
   // A ratio of 0 and inference both turn dropout off at compile time.

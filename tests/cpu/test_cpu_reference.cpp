@@ -370,6 +370,35 @@ TEST_CASE("dropout masks follow philox.cuh with DESIGN.md's indices; kept fracti
   check_stream("ffn_out", "ffn_dropped", dskc_rng::kStreamFfnOutput, 0.3);
 }
 
+TEST_CASE("keep rule: 16-bit draws, eight per Philox call, threshold floor(p * 2^16)") {
+  CHECK(dskc_rng::dropout_threshold(0.0) == 0u);
+  CHECK(dskc_rng::dropout_threshold(0.1) == 6553u);
+  CHECK(dskc_rng::dropout_threshold(0.5) == 32768u);
+  CHECK(dskc_rng::dropout_threshold(0.9999999) == 65535u);  // never above the largest draw
+  const dskc_rng::DropoutKey key{0x1234567890abcdefull, 3, 7};
+  for (uint64_t g : {uint64_t{0}, uint64_t{1}, uint64_t{123456789}, (uint64_t{1} << 33) + 5}) {
+    const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, dskc_rng::kStreamFfnOutput, g);
+    const uint32_t words[4] = {d.x, d.y, d.z, d.w};
+    for (int i = 0; i < 8; ++i) {
+      CAPTURE(i);
+      const uint32_t draw = i % 2 ? words[i / 2] >> 16 : words[i / 2] & 0xFFFFu;  // low half first
+      CHECK(dskc_rng::select_draw(d, i) == draw);
+      // Element 8g + i keeps iff its draw reaches the threshold: exactly at it keeps, one below drops.
+      const uint64_t idx = 8 * g + i;
+      CHECK(dskc_rng::dropout_keep(key, dskc_rng::kStreamFfnOutput, idx, draw));
+      if (draw < 65535u) CHECK_FALSE(dskc_rng::dropout_keep(key, dskc_rng::kStreamFfnOutput, idx, draw + 1));
+    }
+  }
+  // All 65536 draw values are reachable and roughly uniform: over 2^17 draws each 4096-wide bin
+  // holds 8192 ± 5%.
+  std::vector<int> bins(16, 0);
+  for (uint64_t g = 0; g < (1u << 14); ++g) {
+    const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, dskc_rng::kStreamAttnProbs, g);
+    for (int i = 0; i < 8; ++i) ++bins[dskc_rng::select_draw(d, i) >> 12];
+  }
+  for (int b : bins) CHECK(std::abs(b - 8192) < 410);
+}
+
 TEST_CASE("dropout depends on the step in training and is absent in inference") {
   LayerConfig cfg = tiny_config(true, dskc::GeluForm::Erf, 0.2, 0.2);
   std::mt19937_64 rng(5);
