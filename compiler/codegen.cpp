@@ -137,7 +137,7 @@ static const char* grid_text(GridKind g) {
     case GridKind::AttnRows: return "grid = ceil(B·heads·S / rows per block) (warps own attention rows)";
     case GridKind::Elementwise: return "grid-stride over 16-byte vectors";
     case GridKind::RowTiles: return "grid = ceil(B·S / kGradRowsPerBlock) (row tiles)";
-    case GridKind::ColumnTiles: return "grid = (ceil(cols / 32), arrays)";
+    case GridKind::ColumnTiles: return "grid = (ceil(cols / 16), arrays)";
     case GridKind::FlashTiles: return "grid = (ceil(S / rows per tile), B·heads) (one tile of one head per block)";
   }
   return "";

@@ -15,12 +15,16 @@ namespace dskc {
 enum class Pass { Forward, Backward };
 
 // How a kernel's grid is sized at launch time (the runtime computes it from batch and seq).
+// Columns per param_grad_reduce block (ParamGradReduceTile::kTileCols in
+// templates/param_grad_reduce.cuh; the kernel strides over tiles, so this sets only the grid).
+constexpr int kReduceTileCols = 16;
+
 enum class GridKind {
   Rows,         // one block per token row: grid = B·S
   AttnRows,     // warps own attention rows: grid = ceil(B·heads·S / rows_per_block)
   Elementwise,  // grid-stride over vectors: grid = min(ceil(vectors / block), 65535)
   RowTiles,     // kGradRowsPerBlock rows per block: grid = ceil(B·S / kGradRowsPerBlock)
-  ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / 32), arrays), block 256
+  ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / kReduceTileCols), arrays), block 256
   FlashTiles,   // fused attention: grid = (ceil(S / rows_per_block), B·heads)
 };
 

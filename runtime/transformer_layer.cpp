@@ -256,7 +256,7 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
       return static_cast<unsigned>(std::min<int64_t>((vecs + k.block - 1) / k.block, 65535));
     }
     case GridKind::RowTiles: return static_cast<unsigned>(grad_parts(rows));
-    case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + 31) / 32);
+    case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + kReduceTileCols - 1) / kReduceTileCols);
     case GridKind::FlashTiles: return static_cast<unsigned>((seq_ + k.rows_per_block - 1) / k.rows_per_block);
   }
   return 1;

@@ -25,10 +25,20 @@ struct LayerNormBwdParams {
   int rows;
 };
 
+// Rows run one after another in a block (the partials stay in registers), so each row's loads
+// would wait behind the previous row's reduction and stores: instead, while a row is reduced, the
+// next row's dy, x/y (and residual) are already on their way into shared memory (cp.async, two
+// buffers; each thread reads back only its own vectors) and its mean / rstd into registers.
+// Where a vector is not 4, 8 or 16 bytes, or the two buffers would pass 24 KB, rows load directly.
 template <int kCols, bool kInvertible, int kResidual>
 __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer, kThreads = R::kThreads;
+  constexpr int kBytes = kV * static_cast<int>(sizeof(T));
+  constexpr int kIn = kResidual == kLnNoResidual ? 2 : 3;  // dy, x/y (, residual)
+  constexpr bool kStage = (kBytes == 4 || kBytes == 8 || kBytes == 16) && 2 * kIn * kPer * kThreads * kBytes <= 24576;
+  using V = Vec<T, kV>;
+  __shared__ V stage[kStage ? 2 : 1][kIn][kPer][kStage ? kThreads : 1];
   __shared__ float2 scratch[kThreads / 32];
   float gam[kPer][kV], bet[kPer][kV], dg[kPer][kV], db[kPer][kV];
 #pragma unroll
@@ -43,25 +53,62 @@ __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) 
   }
   const int row0 = blockIdx.x * kGradRowsPerBlock;
   const int row_end = min(row0 + kGradRowsPerBlock, p.rows);
-  for (int row = row0; row < row_end; ++row) {
+  // The row's input `which` (0 dy, 1 x/y, 2 residual) at column c, from the stage or memory.
+  const T* const src[3] = {p.dy, p.xy, p.residual};
+  auto stage_row = [&](int row, int buf) {
     const size_t base = static_cast<size_t>(row) * kCols;
-    const float rstd = p.rstd[row];
-    float mean = 0.f;
-    if constexpr (!kInvertible) mean = p.mean[row];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int c = R::col(k);
+      if (c < kCols)
+#pragma unroll
+        for (int w = 0; w < kIn; ++w) cp_async<kBytes>(&stage[buf][w][k][threadIdx.x], src[w] + base + c);
+    }
+    cp_async_commit();
+  };
+  auto input = [&](int buf, int which, int k, size_t base, int c, float (&out)[kV]) {
+    if constexpr (kStage) {
+      const V v = stage[buf][which][k][threadIdx.x];
+#pragma unroll
+      for (int i = 0; i < kV; ++i) out[i] = to_f(v.v[i]);
+    } else {
+      load_f<T, kV>(src[which] + base + c, out);
+    }
+  };
+  if (row0 >= row_end) return;
+  if constexpr (kStage) stage_row(row0, 0);
+  float rstd_next = p.rstd[row0], mean_next = 0.f;
+  if constexpr (!kInvertible) mean_next = p.mean[row0];
+  for (int row = row0, it = 0; row < row_end; ++row, ++it) {
+    const int buf = it & 1;
+    const size_t base = static_cast<size_t>(row) * kCols;
+    const float rstd = rstd_next, mean = mean_next;
+    if (row + 1 < row_end) {
+      rstd_next = p.rstd[row + 1];
+      if constexpr (!kInvertible) mean_next = p.mean[row + 1];
+    }
+    if constexpr (kStage) {
+      if (row + 1 < row_end) {
+        stage_row(row + 1, buf ^ 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+    }
     float dy[kPer][kV], xh[kPer][kV];
     float s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int c = R::col(k);
       if (c < kCols) {
-        load_f<T, kV>(p.dy + base + c, dy[k]);
+        input(buf, 0, k, base, c, dy[k]);
         if constexpr (kResidual == kLnAddToDy) {
           float r[kV];
-          load_f<T, kV>(p.residual + base + c, r);
+          input(buf, 2, k, base, c, r);
 #pragma unroll
           for (int i = 0; i < kV; ++i) dy[k][i] += r[i];
         }
-        load_f<T, kV>(p.xy + base + c, xh[k]);
+        input(buf, 1, k, base, c, xh[k]);
 #pragma unroll
         for (int i = 0; i < kV; ++i) {
           if constexpr (kInvertible) {
@@ -88,7 +135,7 @@ __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) 
         for (int i = 0; i < kV; ++i) dx[i] = rstd * (dy[k][i] * gam[k][i] - mg - xh[k][i] * mgx);
         if constexpr (kResidual == kLnAddToDx) {
           float r[kV];
-          load_f<T, kV>(p.residual + base + c, r);
+          input(buf, 2, k, base, c, r);
 #pragma unroll
           for (int i = 0; i < kV; ++i) dx[i] += r[i];
         }

@@ -253,7 +253,11 @@ TEST_CASE("CudaBackend Adam and Lamb steps equal the CPU's (fp32)") {
     a.clip_coef = clip_coefficient(p.cpu->grad_norm(8.0), 1.0);
     p.gpu->optimizer_step(*settings[step - 1], a);
     p.cpu->optimizer_step(*settings[step - 1], a);
-    compare_maps(names[step - 1], p.gpu->export_params(), p.cpu->export_params(), 1e-5);
+    // 3e-5: Adam divides by sqrt(v), so an element whose gradient is near eps turns the fp32-vs-
+    // double gradient difference into an update difference of up to ~1% of lr (pooler weight [2056]
+    // at seed 21: 1.1e-5 of the tensor's norm). A wrong update rule or a missed term moves whole
+    // tensors by ~lr (2e-3 here), two orders above this bound.
+    compare_maps(names[step - 1], p.gpu->export_params(), p.cpu->export_params(), 3e-5);
   }
   compare_maps("moments", p.gpu->export_optimizer_state(), p.cpu->export_optimizer_state(), 1e-4);
 }
