@@ -41,6 +41,9 @@ const BlasApi& blas() {
       sym(lt, api.cublasLtDestroy, "cublasLtDestroy");
       sym(lt, api.cublasLtMatmul, "cublasLtMatmul");
       sym(lt, api.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+      sym(lt, api.cublasLtMatmulAlgoCapGetAttribute, "cublasLtMatmulAlgoCapGetAttribute");
+      sym(lt, api.cublasLtMatmulAlgoConfigSetAttribute, "cublasLtMatmulAlgoConfigSetAttribute");
+      sym(lt, api.cublasLtMatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
       sym(lt, api.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
       sym(lt, api.cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy");
       sym(lt, api.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");

@@ -29,6 +29,9 @@ struct BlasApi {
   DSKC_BLAS_FN(cublasLtDestroy);
   DSKC_BLAS_FN(cublasLtMatmul);
   DSKC_BLAS_FN(cublasLtMatmulAlgoGetHeuristic);
+  DSKC_BLAS_FN(cublasLtMatmulAlgoCapGetAttribute);
+  DSKC_BLAS_FN(cublasLtMatmulAlgoConfigSetAttribute);
+  DSKC_BLAS_FN(cublasLtMatmulAlgoCheck);
   DSKC_BLAS_FN(cublasLtMatmulDescCreate);
   DSKC_BLAS_FN(cublasLtMatmulDescDestroy);
   DSKC_BLAS_FN(cublasLtMatmulDescSetAttribute);

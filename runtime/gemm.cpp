@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
+#include "compiler/env_choice.h"
 #include "compiler/errors.h"
 #include "runtime/cublas_api.h"
 #include "runtime/driver.h"
@@ -37,7 +39,12 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(Context& ctx, DType dtype, bool autotune) : ctx_(ctx), dtype_(dtype), autotune_(autotune) {}
+Gemm::Gemm(Context& ctx, DType dtype, bool autotune)
+    : ctx_(ctx),
+      dtype_(dtype),
+      autotune_(autotune),
+      tune_log_(autotune && env_choice("DSKC_GEMM_TUNE_LOG", false, {{"0", false}, {"1", true}},
+                                       "\"1\" (print each autotuned GEMM's timings) or \"0\"")) {}
 Gemm::~Gemm() = default;
 
 Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdeviceptr a, CUdeviceptr b,
@@ -79,7 +86,44 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
     throw Error(ErrorKind::Device, fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} ({})", s.m, s.n,
                                                s.k, blas().cublasGetStatusName(st)));
   p->algo = res[0].algo;
-  if (tune && found > 1) {
+  if (tune) {
+    // Candidates: the heuristic's list, then split-K variants of its first two entries.
+    struct Candidate {
+      cublasLtMatmulAlgo_t algo;
+      int splits;
+    };
+    std::vector<Candidate> cand;
+    for (int i = 0; i < found; ++i)
+      if (res[i].state == CUBLAS_STATUS_SUCCESS) cand.push_back({res[i].algo, 1});
+    for (int i = 0; i < std::min(found, 2); ++i) {
+      int32_t splitk_ok = 0;
+      uint32_t schemes = 0;
+      size_t got = 0;
+      if (blas().cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_ok,
+                                                   sizeof(splitk_ok), &got) != CUBLAS_STATUS_SUCCESS ||
+          !splitk_ok)
+        continue;
+      blas().cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                               sizeof(schemes), &got);
+      // Sum the parts in the compute type (fp32) where the algorithm can; else in place.
+      uint32_t scheme = (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                        : (schemes & CUBLASLT_REDUCTION_SCHEME_INPLACE)    ? CUBLASLT_REDUCTION_SCHEME_INPLACE
+                                                                           : CUBLASLT_REDUCTION_SCHEME_NONE;
+      if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+      for (int32_t splits : {2, 3, 4}) {
+        cublasLtMatmulAlgo_t algo = res[i].algo;
+        cublasLtMatmulHeuristicResult_t check{};
+        if (blas().cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                        sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
+            blas().cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                        sizeof(scheme)) != CUBLAS_STATUS_SUCCESS ||
+            blas().cublasLtMatmulAlgoCheck(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, &algo, &check) !=
+                CUBLAS_STATUS_SUCCESS ||
+            check.workspaceSize > ws)
+          continue;
+        cand.push_back({algo, splits});
+      }
+    }
     const GemmLane main = ctx_.main_lane();
     CUevent e0, e1;
     DSKC_CU(cuEventCreate(&e0, CU_EVENT_DEFAULT));
@@ -99,18 +143,26 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
         DSKC_CU(cuEventElapsedTime(&ms, e0, e1));
         least = std::min(least, ms);
       }
-      return least;
+      return least / 3;
     };
-    const float first = time_of(res[0].algo);
+    const float first = time_of(cand[0].algo);
     float best = first;
-    for (int i = 1; i < found; ++i) {
-      if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      const float ms = time_of(res[i].algo);
+    size_t chosen = 0;
+    for (size_t i = 1; i < cand.size(); ++i) {
+      const float ms = time_of(cand[i].algo);
       if (ms < best && ms < 0.98f * first) {
         best = ms;
-        p->algo = res[i].algo;
+        chosen = i;
       }
     }
+    p->algo = cand[chosen].algo;
+    if (tune_log_)
+      fmt::print(stderr,
+                 "dskc gemm autotune: m={} n={} k={}{}: heuristic first {:.4f} ms; {} candidates; chosen #{} "
+                 "{:.4f} ms{}\n",
+                 s.m, s.n, s.k, epi == Epilogue::BiasGrad ? " (bias gradient)" : epi == Epilogue::Bias ? " (bias)" : "",
+                 first, cand.size(), chosen, best,
+                 cand[chosen].splits > 1 ? fmt::format(" (split-K {})", cand[chosen].splits) : std::string());
     driver().cuEventDestroy(e0);
     driver().cuEventDestroy(e1);
   }

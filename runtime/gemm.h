@@ -23,8 +23,11 @@ struct GemmShape {
 
 // Algorithm choice: by default cuBLASLt's first heuristic (the same kernel every run: bitwise
 // reproducible). With `autotune` (stochastic_mode) the first call of each shape times up to 8
-// candidates on the real operands and keeps the fastest if it beats the first choice by 2% or
-// more, which may differ between processes.
+// heuristic candidates plus split-K variants (2, 3, 4 splits) of the first two, where cuBLASLt
+// accepts them (cublasLtMatmulAlgoCheck; they help GEMMs with fewer output tiles than SMs, such
+// as the weight gradients), on the real operands, and keeps the fastest if it beats the first
+// choice by 2% or more, which may differ between processes. DSKC_GEMM_TUNE_LOG=1 prints each
+// tuned shape's timings to stderr.
 class Gemm {
  public:
   Gemm(Context& ctx, DType dtype, bool autotune = false);
@@ -54,6 +57,7 @@ class Gemm {
   Context& ctx_;
   DType dtype_;
   bool autotune_;
+  bool tune_log_;  // DSKC_GEMM_TUNE_LOG=1
   std::map<std::tuple<bool, bool, int, int, int, int, int, int, int, bool>, std::unique_ptr<Plan>> plans_;
 };
 
