@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """dskc bench over the variants issue 5 asks about, for the BERT-Large layer at (64,128) and
 (16,512): default fp16 Pre-LN, stochastic_mode, Post-LN, bf16, each memory flag, all flags.
-Prints one markdown table (ms fwd/bwd/total, TFLOP/s, activation MiB). Usage:
-    python3 bench/layer_matrix.py --dskc build/dskc [--iters 30]
+Prints one markdown table (median ms fwd/bwd/total over interleaved rounds, the least total, the
+difference from the default, activation MiB). Usage:
+    python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--rounds 3]
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 
@@ -25,29 +27,51 @@ VARIANTS = [
 ]
 
 
+def run_one(dskc, cfg, iters):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cfg, f)
+    r = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters)], capture_output=True, text=True)
+    os.unlink(f.name)
+    if r.returncode != 0:
+        return None, r.stderr.strip()[:80]
+    v = r.stdout.strip().split(",")
+    return (float(v[5]), float(v[6]), float(v[7]), float(v[9])), None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dskc", default="build/dskc")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--shapes", default="64x128,16x512")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="each round runs every variant once (interleaved, so drifts of the GPU's speed hit all "
+                         "variants alike); the table gives medians over rounds and the least total")
     args = ap.parse_args()
-    print("| shape | variant | fwd ms | bwd ms | total ms | TFLOP/s | activation MiB |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | vs fp16 Pre-LN "
+          "| activation MiB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes.split(","):
         b, s = map(int, shape.split("x"))
-        for name, extra in VARIANTS:
-            cfg = dict(BASE, batch_size=b, max_seq_length=s, **extra)
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                json.dump(cfg, f)
-            r = subprocess.run([args.dskc, "bench", f.name, "--csv", "--iters", str(args.iters)],
-                               capture_output=True, text=True)
-            os.unlink(f.name)
-            if r.returncode != 0:
-                print(f"| {b}x{s} | {name} | error: {r.stderr.strip()[:80]} |")
+        runs = {name: [] for name, _ in VARIANTS}
+        errors = {}
+        for _ in range(args.rounds):
+            for name, extra in VARIANTS:
+                cfg = dict(BASE, batch_size=b, max_seq_length=s, **extra)
+                res, err = run_one(args.dskc, cfg, args.iters)
+                if res is None:
+                    errors[name] = err
+                else:
+                    runs[name].append(res)
+        base = statistics.median(r[2] for r in runs[VARIANTS[0][0]]) if runs[VARIANTS[0][0]] else None
+        for name, _ in VARIANTS:
+            if not runs[name]:
+                print(f"| {b}x{s} | {name} | error: {errors.get(name, '?')} |")
                 continue
-            v = r.stdout.strip().split(",")
-            print(f"| {b}x{s} | {name} | {float(v[5]):.3f} | {float(v[6]):.3f} | {float(v[7]):.3f} | {v[8]} | {v[9]} |",
-                  flush=True)
+            fwd, bwd, tot = (statistics.median(r[i] for r in runs[name]) for i in range(3))
+            least = min(r[2] for r in runs[name])
+            rel = f"{100 * (tot / base - 1):+.1f}%" if base else "-"
+            print(f"| {b}x{s} | {name} | {fwd:.3f} | {bwd:.3f} | {tot:.3f} | {least:.3f} | {rel} | "
+                  f"{runs[name][0][3]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
