@@ -35,9 +35,14 @@ CUfunction LoadedModule::function(const std::string& name) const {
   if (it != functions_.end()) return it->second;
   CUfunction f = nullptr;
   CUresult r = driver().cuModuleGetFunction(&f, module_, name.c_str());
-  if (r != CUDA_SUCCESS) throw Error(ErrorKind::Internal, fmt::format("kernel {} missing from the module", name));
+  if (r == CUDA_ERROR_NOT_FOUND)
+    throw Error(ErrorKind::Internal, fmt::format("kernel {} missing from the module", name));
+  if (r != CUDA_SUCCESS) throw_cuda_error(r, "cuModuleGetFunction", __FILE__, __LINE__);
   functions_[name] = f;
   return f;
+}
+void LoadedModule::load(const std::vector<std::string>& names) const {
+  for (const auto& n : names) function(n);
 }
 
 TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const LayerOptions& opt)
@@ -49,6 +54,9 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   from_cache_ = br.module.from_cache;
   build_ms_ = br.module.compile_ms;
   module_ = std::make_unique<LoadedModule>(ctx_, br.module.image);
+  // Every kernel now: with lazy loading a kernel first used in backward would otherwise need
+  // device memory for its code in the middle of a step (a full GPU then fails there).
+  module_->load(br.generated.kernel_names);
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
   side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
   const size_t eb = dtype_bytes(cfg.dtype());

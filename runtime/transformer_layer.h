@@ -26,7 +26,12 @@ class LoadedModule {
  public:
   LoadedModule(Context& ctx, const std::string& image);
   ~LoadedModule();
+  // A kernel of the module: Error(Internal) when the module has no such kernel; other driver
+  // failures (with lazy module loading the code goes to the device here, which can run out of
+  // memory) throw the driver's error, so callers see CUDA_ERROR_OUT_OF_MEMORY as such.
   CUfunction function(const std::string& name) const;
+  // Resolves (and so loads) every named kernel now, while device memory is still free.
+  void load(const std::vector<std::string>& names) const;
 
  private:
   Context& ctx_;

@@ -100,6 +100,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   const GeneratedModelModule gen = emit_model_module(mc, co.arch, nvrtc_options(co));
   const CompiledModule cm = compile_cached(gen.source, "dskc_model.cu", co);
   module_ = std::make_unique<LoadedModule>(*ctx_, cm.image);
+  module_->load(gen.kernel_names);  // before any activation memory (see TransformerLayer)
   gemm_ = std::make_unique<Gemm>(*ctx_, dtype_, false);
 
   for (int i = 0; i < s.num_hidden_layers; ++i) {
