@@ -100,6 +100,21 @@ void layer_norm_backward(const double* dy, const double* x, const double* mean, 
   }
 }
 
+std::vector<uint8_t> dropout_keep_mask(const dskc_rng::DropoutKey& key, uint32_t stream, uint64_t count,
+                                       double ratio) {
+  std::vector<uint8_t> keep;
+  if (ratio <= 0.0) return keep;
+  keep.resize(count);
+  const uint32_t threshold = dskc_rng::dropout_threshold(ratio);
+  constexpr int kPer = dskc_rng::kDrawsPerCall;
+  for (uint64_t g = 0; g * kPer < count; ++g) {
+    const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, stream, g);
+    for (int k = 0; k < kPer && g * kPer + k < count; ++k)
+      keep[g * kPer + k] = dskc_rng::select_draw(d, k) >= threshold ? 1 : 0;
+  }
+  return keep;
+}
+
 double gelu(double x, GeluForm form) {
   if (form == GeluForm::Tanh) {
     const double k = std::sqrt(2.0 / std::numbers::pi);

@@ -5,9 +5,11 @@
 // Invariant: every backward ADDS into the parameter gradients it is given (dw, db) and
 // overwrites dx.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "compiler/config.h"
+#include "templates/common/philox.cuh"
 
 namespace dskc::cpu_ops {
 
@@ -22,6 +24,11 @@ void layer_norm_forward(const double* x, const double* w, const double* b, int n
                         double* mean, double* rstd);
 void layer_norm_backward(const double* dy, const double* x, const double* mean, const double* rstd, const double* w,
                          int n, int h, double* dx, double* dw, double* db);
+
+// Keep flags (1 keep, 0 drop) of elements [0, count) of one dropout stream under the shared
+// Philox rule, one Philox call per kDrawsPerCall elements as the kernels; empty when ratio <= 0.
+std::vector<uint8_t> dropout_keep_mask(const dskc_rng::DropoutKey& key, uint32_t stream, uint64_t count,
+                                       double ratio);
 
 double gelu(double x, GeluForm form);
 double gelu_grad(double x, GeluForm form);

@@ -100,19 +100,7 @@ void CpuReferenceLayer::check_params(const Tensors& params) const {
 }
 
 std::vector<uint8_t> CpuReferenceLayer::make_mask(uint32_t stream, uint64_t count, double ratio) const {
-  std::vector<uint8_t> keep;
-  if (ratio <= 0.0) return keep;
-  keep.resize(count);
-  const dskc_rng::DropoutKey key{cfg_.seed, layer_id_, step_};
-  const uint32_t threshold = dskc_rng::dropout_threshold(ratio);
-  constexpr int kPer = dskc_rng::kDrawsPerCall;
-  for (uint64_t g = 0; g * kPer < count; ++g) {  // one Philox call per eight elements, as the kernels
-    const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, stream, g);
-    for (int k = 0; k < kPer && g * kPer + k < count; ++k) {
-      keep[g * kPer + k] = dskc_rng::select_draw(d, k) >= threshold ? 1 : 0;
-    }
-  }
-  return keep;
+  return cpu_ops::dropout_keep_mask({cfg_.seed, layer_id_, step_}, stream, count, ratio);
 }
 
 // y = keep ? x / (1 − ratio) : 0; identity (a rounded copy) when the mask is empty.

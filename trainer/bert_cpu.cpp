@@ -181,16 +181,9 @@ StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   Vec emb_mean(rows), emb_rstd(rows), x(nact);
   cpu_ops::layer_norm_forward(emb.data(), emb_w.data(), emb_b.data(), rows, H, eps, x.data(), emb_mean.data(),
                               emb_rstd.data());
-  std::vector<uint8_t> keep;
+  const std::vector<uint8_t> keep =
+      cpu_ops::dropout_keep_mask({opt_.seed, 0, m.rng_step}, kStreamEmbeddingOutput, nact, hidden_p);
   if (hidden_p > 0.0) {
-    keep.resize(nact);
-    const dskc_rng::DropoutKey key{opt_.seed, 0, m.rng_step};
-    const uint32_t threshold = dskc_rng::dropout_threshold(hidden_p);
-    constexpr int kPer = dskc_rng::kDrawsPerCall;
-    for (uint64_t g = 0; g * kPer < nact; ++g) {
-      const dskc_rng::U32x4 d = dskc_rng::dropout_draws(key, kStreamEmbeddingOutput, g);
-      for (int k = 0; k < kPer && g * kPer + k < nact; ++k) keep[g * kPer + k] = dskc_rng::select_draw(d, k) >= threshold;
-    }
     const double scale = 1.0 / (1.0 - hidden_p);
     for (size_t i = 0; i < nact; ++i) x[i] = keep[i] ? x[i] * scale : 0.0;
   }
