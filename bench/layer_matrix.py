@@ -4,6 +4,10 @@
 Prints one markdown table (median ms fwd/bwd/total over interleaved rounds, the least total, the
 difference from the default, activation MiB). Usage:
     python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--rounds 3]
+        [--only "fp16 Pre-LN,bf16"] [--env "partials:DSKC_BIAS_GRAD=partials"]...
+--only keeps the named variants (the first one kept is the baseline of the last column); each --env
+adds a variant: the default config (or variant BASE's) run with the given environment variables
+(NAME[@BASE]:VAR=V[,VAR=V]).
 """
 import argparse
 import json
@@ -27,10 +31,11 @@ VARIANTS = [
 ]
 
 
-def run_one(dskc, cfg, iters):
+def run_one(dskc, cfg, iters, env=None):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cfg, f)
-    r = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters)], capture_output=True, text=True)
+    r = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters)], capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
     os.unlink(f.name)
     if r.returncode != 0:
         return None, r.stderr.strip()[:80]
@@ -46,24 +51,43 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="each round runs every variant once (interleaved, so drifts of the GPU's speed hit all "
                          "variants alike); the table gives medians over rounds and the least total")
+    ap.add_argument("--only", default="", help="comma-separated variant names to run (default: all)")
+    ap.add_argument("--env", action="append", default=[],
+                    help="NAME[@BASE]:VAR=V[,VAR=V]: one more variant, the default config (or variant BASE's) "
+                         "under these variables")
     args = ap.parse_args()
-    print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | vs fp16 Pre-LN "
+    variants = [(name, extra, {}) for name, extra in VARIANTS]
+    for spec in args.env:
+        name, _, assigns = spec.partition(":")
+        name, _, base_name = name.partition("@")
+        extra = next((e for n, e in VARIANTS if n == base_name), None) if base_name else {}
+        if extra is None:
+            ap.error(f"--env {spec}: no variant named {base_name}")
+        variants.append((name, extra, dict(a.split("=", 1) for a in assigns.split(","))))
+    if args.only:
+        keep = args.only.split(",")
+        unknown = [k for k in keep if k not in {v[0] for v in variants}]
+        if unknown:
+            ap.error(f"unknown variants {unknown}")
+        variants = [v for k in keep for v in variants if v[0] == k]
+    print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | vs {variants[0][0]} "
           "| activation MiB |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes.split(","):
         b, s = map(int, shape.split("x"))
-        runs = {name: [] for name, _ in VARIANTS}
+        runs = {name: [] for name, _, _ in variants}
         errors = {}
         for _ in range(args.rounds):
-            for name, extra in VARIANTS:
+            for name, extra, env in variants:
                 cfg = dict(BASE, batch_size=b, max_seq_length=s, **extra)
-                res, err = run_one(args.dskc, cfg, args.iters)
+                res, err = run_one(args.dskc, cfg, args.iters, env)
                 if res is None:
                     errors[name] = err
                 else:
                     runs[name].append(res)
-        base = statistics.median(r[2] for r in runs[VARIANTS[0][0]]) if runs[VARIANTS[0][0]] else None
-        for name, _ in VARIANTS:
+        first = variants[0][0]
+        base = statistics.median(r[2] for r in runs[first]) if runs[first] else None
+        for name, _, _ in variants:
             if not runs[name]:
                 print(f"| {b}x{s} | {name} | error: {errors.get(name, '?')} |")
                 continue

@@ -122,7 +122,7 @@ static int params_bytes(const std::string& type) {
   static const std::map<std::string, int> sizes = {
       {"LayerNormFwdParams", 56},    {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
-      {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 80},     {"ParamGradReduceParams", 32},
+      {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}};

@@ -121,6 +121,14 @@ AttnDq attn_dq_from_env() {
                     "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 
+BiasGrad bias_grad_from_env() {
+  return env_choice("DSKC_BIAS_GRAD", BiasGrad::Gemv,
+                    {{"gemv", BiasGrad::Gemv}, {"epilogue", BiasGrad::Epilogue}, {"partials", BiasGrad::Partials}},
+                    "\"gemv\" (the default for fp16/bf16: a column-sum GEMM ones·dY per bias next to its weight "
+                    "gradient), \"epilogue\" (the weight-gradient GEMMs' cuBLASLt BGRADB epilogue) or \"partials\" "
+                    "(the row kernels write partial sums, as fp32 layers do)");
+}
+
 std::string config_hash(const LayerConfig& cfg) {
   return sha256_hex(to_json_text(cfg, -1)).substr(0, 16);
 }
@@ -218,6 +226,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   // Read (and validated) whatever the layer, like DSKC_ATTENTION; it matters only with bits below.
   const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
   const AttnDq dq_src = opt.attn_dq == AttnDq::FromEnvironment ? attn_dq_from_env() : opt.attn_dq;
+  const BiasGrad bias_src = opt.bias_grad == BiasGrad::FromEnvironment ? bias_grad_from_env() : opt.bias_grad;
   Builder b{c, plan};
   const bool pre = c.pre_layer_norm;
   const bool train = c.training;
@@ -279,15 +288,19 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
 
   // ---- backward kernels ----
   const bool hid_drop = train && c.hidden_dropout_ratio > 0;
-  const bool epi = c.dtype() != DType::F32;  // bias gradients in the wgrad GEMM epilogue
+  // Bias gradients from cuBLASLt (fp16/bf16 unless DSKC_BIAS_GRAD=partials): a column-sum GEMM per
+  // bias (default) or the wgrad GEMM's epilogue.
+  const bool epi = c.dtype() != DType::F32 && bias_src != BiasGrad::Partials;
   plan.bias_grad_in_gemm = epi;
+  plan.bias_grad_gemv = epi && bias_src == BiasGrad::Gemv;
+  const std::string by = plan.bias_grad_gemv ? "a column-sum GEMM" : "the wgrad GEMM epilogue";
   const std::string partials = epi ? "false" : "true";
   // Backward of dropout(x + bias) at one site: masking (+ bias partials in fp32).
   auto dropout_bwd = [&](const std::string& name, const std::string& stream, const std::string& bias) {
     if (epi && !hid_drop) return;  // nothing to do: the GEMM epilogue sums the bias gradient
     b.tiles(Pass::Backward, name, "dropout_bias_grad", "DropoutBiasGradParams",
             "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, " + stream + ", " + partials + ">", H, "kHidden",
-            epi ? "hidden dropout backward (mask regenerated; " + bias + " bias gradient in the wgrad GEMM epilogue)"
+            epi ? "hidden dropout backward (mask regenerated; " + bias + " bias gradient by " + by + ")"
                 : hd + bias + " bias-gradient partials");
   };
   if (train) {
@@ -302,13 +315,20 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
     b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
             "bias_gelu_bwd_impl<kInter, " + partials + (c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
-            (epi ? "GELU backward (inter_b gradient in the wgrad GEMM epilogue)"
+            (epi ? "GELU backward (inter_b gradient by " + by + ")"
                  : "GELU backward + inter_b bias-gradient partials") + regelu);
+    // With the bias gradient in cuBLASLt, the attention output's dropout backward (masking only) is
+    // folded into this LayerNorm backward, which writes both gradients.
+    const bool fold = epi && hid_drop;
+    plan.attn_out_dropout_in_ln = fold;
     b.tiles(Pass::Backward, "layernorm_bwd_attn", "layernorm_bwd", "LayerNormBwdParams",
-            "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn + ">", H, "kHidden",
+            "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn +
+                (fold ? ", true, dskc_rng::kStreamAttnOutput>" : ">"),
+            H, "kHidden",
             std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
-                (pre ? "added after" : "added before") + " + gamma/beta partials");
-    dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
+                (pre ? "added after" : "added before") + " + gamma/beta partials" +
+                (fold ? " + the attention output's hidden dropout backward (mask regenerated)" : ""));
+    if (!fold) dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (fused) {
       // dQ by the GEMM (default), the per-query-tile kernel, or (stochastic_mode only) atomics in one
       // pass (plan.h, attn_dq_atomic).

@@ -75,9 +75,15 @@ struct LayerPlan {
   int64_t workspace_bytes(int batch, int seq) const;
   const KernelInfo* find_kernel(const std::string& name) const;
   const TensorInfo* find_saved(const std::string& name) const;
-  // fp16/bf16: bias gradients come from the weight-gradient GEMMs' cuBLASLt BGRADB epilogue;
-  // fp32: from partial column sums (dropout_bias_grad, bias_gelu_bwd) + param_grad_reduce.
+  // fp16/bf16: bias gradients come from cuBLASLt (no partial sums in the kernels): the
+  // weight-gradient GEMMs' BGRADB epilogue, or with bias_grad_gemv a column-sum GEMM ones·dY next
+  // to each weight gradient; fp32 (and DSKC_BIAS_GRAD=partials): from partial column sums
+  // (dropout_bias_grad, bias_gelu_bwd, bias_grad_qkv) + param_grad_reduce.
   bool bias_grad_in_gemm = false;
+  bool bias_grad_gemv = false;
+  // bias_grad_in_gemm with hidden dropout: layernorm_bwd_attn also writes the gradient through the
+  // attention output's dropout (no dropout_bias_grad_attn_out pass).
+  bool attn_out_dropout_in_ln = false;
   // Attention runs as the fused kernels attn_flash_* (no P / dropout(P) kept; the row logsumexp
   // attn_lse instead) rather than batched GEMMs + attn_softmax_dropout_*.
   bool fused_attention = false;
@@ -129,10 +135,19 @@ enum class AttnDq {
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
 };
+// Where fp16/bf16 layers sum their four bias gradients (fp32 layers always use partials).
+enum class BiasGrad {
+  FromEnvironment,  // DSKC_BIAS_GRAD: unset, "" or "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials
+  Gemv,             // a column-sum GEMM ones[1, B·S]·dY per bias, next to the weight gradient (the
+                    // BGRADB epilogue slows BERT-Large's weight gradients by 12-45% on the H200)
+  Epilogue,         // the weight-gradient GEMMs' cuBLASLt BGRADB epilogue
+  Partials,         // row kernels write per-block partial sums; param_grad_reduce sums them
+};
 struct PlanOptions {
   AttentionPath attention = AttentionPath::FromEnvironment;
   AttnMask attn_mask = AttnMask::FromEnvironment;
   AttnDq attn_dq = AttnDq::FromEnvironment;
+  BiasGrad bias_grad = BiasGrad::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -147,6 +162,9 @@ AttnMask attn_mask_from_env();
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
+// Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
+// other value is an Error(Config) naming the variable.
+BiasGrad bias_grad_from_env();
 
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).
 constexpr int kSeqPadElems = 8;

@@ -55,6 +55,8 @@ struct LayerNormBwd {
   Ptr dx;
   float* part;
   int rows;
+  Ptr dx_drop;
+  DropoutArgs rng;
 };
 struct ParamGradReduce {
   const float* part;
@@ -116,7 +118,7 @@ static_assert(sizeof(BiasDropoutResidual) == 56);
 static_assert(sizeof(BiasGeluFwd) == 32);
 static_assert(sizeof(AttnSoftmaxFwd) == 56);
 static_assert(sizeof(AttnSoftmaxBwd) == 48);
-static_assert(sizeof(LayerNormBwd) == 80);
+static_assert(sizeof(LayerNormBwd) == 104);
 static_assert(sizeof(ParamGradReduce) == 32);
 static_assert(sizeof(DropoutBiasGrad) == 48);
 static_assert(sizeof(BiasGeluBwd) == 40);

@@ -82,6 +82,13 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   zero_mask_ = DeviceBuffer(ctx_, static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length * eb);
   DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
   if (grads_.bytes()) DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_.stream()));
+  if (cfg.training && plan_.bias_grad_gemv) {
+    const size_t words = (static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length + 1) / 2;
+    ones_ = DeviceBuffer(ctx_, words * 4);
+    // Two 1.0s per word as fp16 (0x3C00) or bf16 (0x3F80); fp32 layers never take this path.
+    DSKC_ASSERT(eb == 2, "bias_grad_gemv needs a 16-bit dtype");
+    DSKC_CU(cuMemsetD32Async(ones_.ptr(), cfg.dtype() == DType::BF16 ? 0x3F803F80u : 0x3C003C00u, words, ctx_.stream()));
+  }
   ctx_.synchronize();
 }
 
@@ -291,9 +298,17 @@ void TransformerLayer::gemm(const char* name, const GemmShape& s, CUdeviceptr a,
 
 void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                                  CUdeviceptr bias_grad) {
-  if (!side_) return gemm(name, s, a, b, c, 1.f, 0.f, 0, bias_grad);
+  // bias_grad_gemv: bias_grad[M] = ones[1, K]·A[K, M] (A = dY, read as stored) by its own GEMM just
+  // before the weight gradient, instead of the weight gradient's BGRADB epilogue.
+  const bool gemv = bias_grad && plan_.bias_grad_gemv;
+  const GemmShape sums{false, false, 1, s.m, s.k, s.k, s.lda, s.m};
+  if (!side_) {
+    if (gemv) gemm((std::string(name) + "_bias").c_str(), sums, ones_.ptr(), a, bias_grad);
+    return gemm(name, s, a, b, c, 1.f, 0.f, 0, gemv ? 0 : bias_grad);
+  }
   fork();
-  gemm_->run(s, a, b, c, 1.f, 0.f, 0, bias_grad, &side_lane_);
+  if (gemv) gemm_->run(sums, ones_.ptr(), a, bias_grad, 1.f, 0.f, 0, 0, &side_lane_);
+  gemm_->run(s, a, b, c, 1.f, 0.f, 0, gemv ? 0 : bias_grad, &side_lane_);
   side_done({a, b, c, bias_grad});
 }
 
@@ -319,10 +334,14 @@ void TransformerLayer::run_kernel(const std::string& name, const void* params, i
 
 void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0,
                               CUdeviceptr out1) {
+  // On the side stream when there is one: nothing on the main stream reads parameter gradients, so
+  // only the next kernel that writes the partials waits for it (write_partials).
   const KernelInfo* k = plan_.find_kernel(kernel);
   kp::ParamGradReduce p{reinterpret_cast<const float*>(part), reinterpret_cast<kp::Ptr>(out0),
                         reinterpret_cast<kp::Ptr>(out1), parts};
-  launch(kernel, grid_for(*k, 0), static_cast<unsigned>(k->arrays), &p, ctx_.stream());
+  if (side_) fork();
+  launch(kernel, grid_for(*k, 0), static_cast<unsigned>(k->arrays), &p, side_ ? side_lane_.stream : ctx_.stream());
+  if (side_) side_done({part, out0, out1});
 }
 
 #define P(x) reinterpret_cast<kp::Ptr>(x)
@@ -465,13 +484,16 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     regenerate_ln(true);
   }
   // x̂ from the LayerNorm output y (normalize_invertible: no input, no mean) or from x and mean.
+  // dx_drop: also the gradient through the attention output's dropout (plan attn_out_dropout_in_ln).
   auto ln_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr residual, CUdeviceptr x, CUdeviceptr y,
                     const char* gamma, const char* beta, const char* mean, const char* rstd, CUdeviceptr dx,
-                    bool from_output) {
+                    bool from_output, CUdeviceptr dx_drop = 0) {
     main_waits_for(dx);
+    if (dx_drop) main_waits_for(dx_drop);
+    main_waits_for(part);  // the previous reduction of the partials may still run on the side stream
     if (!from_output) main_waits_for(t(mean));
     kp::LayerNormBwd p{P(dy), P(residual), P(from_output ? y : x), P(param(gamma)), P(param(beta)),
-                       from_output ? nullptr : F(t(mean)), F(t(rstd)), P(dx), F(part), rows};
+                       from_output ? nullptr : F(t(mean)), F(t(rstd)), P(dx), F(part), rows, P(dx_drop), rng};
     run_kernel(kernel, &p, rows);
     reduce("param_grad_reduce_layernorm", part, parts, grad(gamma), grad(beta));
   };
@@ -481,6 +503,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   auto dropout_bwd = [&](const char* kernel, CUdeviceptr dy, CUdeviceptr dx, const char* bias) -> CUdeviceptr {
     if (epi && !hid_drop) return dy;
     main_waits_for(dx);
+    if (!epi) main_waits_for(part);
     kp::DropoutBiasGrad p{P(dy), P(dx), F(part), rows, rng};
     run_kernel(kernel, &p, rows);
     if (!epi) reduce("param_grad_reduce_hidden", part, parts, grad(bias), 0);
@@ -507,6 +530,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   gemm("gemm_output_dgrad", {false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
   {
     main_waits_for(gi);
+    if (!epi) main_waits_for(part);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
     kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(c.gelu_checkpoint ? t("ffn_gelu_out") : 0), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
@@ -520,21 +544,24 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // Into linear_out (free until the attention output's data gradient): grad_h_b still feeds the
   // output_w gradient, which may be running on the side stream.
   gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
+  const CUdeviceptr spare = pre ? gb : ga;
+  const bool fold = plan_.attn_out_dropout_in_ln;  // the dropout's masked gradient -> spare
   if (pre) {
     // d_a = LN_attn_bwd(lin) + grad_output (residual) -> ga
     ln_bwd("layernorm_bwd_attn", lin, grad_output, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb",
-           "ln_attn_mean", "ln_attn_rstd", ga, inv);
+           "ln_attn_mean", "ln_attn_rstd", ga, inv, fold ? spare : 0);
     d_s1 = ga;
   } else {
     // d_s1 = LN_attn_bwd(lin + d_s2) straight into grad_input (the residual branch of the layer input's
     // gradient; the QKV data gradient is added to it last): grad_h_b may still be read by the
     // output_w gradient on the side stream, and grad_output is not read again.
+    // (fold: the masked gradient goes into ga, which the LayerNorm reads as its residual: row by row,
+    // each row read before it is written.)
     ln_bwd("layernorm_bwd_attn", lin, ga, t("attn_residual"), t("ln_attn_out"), "attn_nw", "attn_nb", "ln_attn_mean",
-           "ln_attn_rstd", grad_input, inv);
+           "ln_attn_rstd", grad_input, inv, fold ? spare : 0);
     d_s1 = grad_input;
   }
-  const CUdeviceptr spare = pre ? gb : ga;
-  const CUdeviceptr d_ao = dropout_bwd("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob");
+  const CUdeviceptr d_ao = fold ? spare : dropout_bwd("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob");
   gemm_side("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"),
             epi_bias("attn_ob"));
   gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
@@ -592,6 +619,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
                  n, scale);
   }
   if (!epi) {
+    main_waits_for(part);
     kp::DropoutBiasGrad p{P(gq), P(0), F(part), rows, rng};
     run_kernel("bias_grad_qkv", &p, rows);
     reduce("param_grad_reduce_qkv", part, parts, grad("attn_qkvb"), 0);

@@ -2,9 +2,13 @@
 // partial dgamma = Σ dy·x̂ and dbeta = Σ dy per block (param_grad_reduce finishes them).
 // x̂ comes from the saved input and mean/rstd, or — with normalize_invertible — from the saved
 // output: x̂ = (y − beta)/gamma. The residual variant adds a gradient to dy before (Post-LN)
-// or to dx after (Pre-LN) so the residual branch costs no extra pass.
+// or to dx after (Pre-LN) so the residual branch costs no extra pass. kDropOut (the attention
+// LayerNorm of fp16/bf16 layers with hidden dropout) also writes the gradient through the dropout
+// before it, dx_drop = Z·round(dx)/(1−p) with Z regenerated from stream kDropStream: what the
+// standalone dropout_bias_grad pass would write next, bit for bit, without reading dx back.
 #pragma once
 #include "dskc_config.cuh"
+#include "common/dropout.cuh"
 #include "common/reduce.cuh"
 #include "common/row_tiles.cuh"
 
@@ -23,6 +27,8 @@ struct LayerNormBwdParams {
   T* dx;              // [rows, kCols] (may alias dy)
   float* part;        // [grad_parts(rows), 2, kCols]: dgamma then dbeta partials
   int rows;
+  T* dx_drop;         // [rows, kCols] dropout backward of dx (kDropOut only; may alias residual)
+  DropoutArgs rng;    // (kDropOut only)
 };
 
 // Rows run one after another in a block (the partials stay in registers), so each row's loads
@@ -30,7 +36,7 @@ struct LayerNormBwdParams {
 // next row's dy, x/y (and residual) are already on their way into shared memory (cp.async, two
 // buffers; each thread reads back only its own vectors) and its mean / rstd into registers.
 // Where a vector is not 4, 8 or 16 bytes, or the two buffers would pass 24 KB, rows load directly.
-template <int kCols, bool kInvertible, int kResidual>
+template <int kCols, bool kInvertible, int kResidual, bool kDropOut = false, uint32_t kDropStream = 0>
 __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer, kThreads = R::kThreads;
@@ -140,6 +146,13 @@ __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) 
           for (int i = 0; i < kV; ++i) dx[i] += r[i];
         }
         store_f<T, kV>(p.dx + base + c, dx);
+        if constexpr (kDropOut) {
+          bool keep[kV];
+          dropout_keep_n<kV>(p.rng, kDropStream, base + c, kHiddenDropoutThreshold, keep);
+#pragma unroll
+          for (int i = 0; i < kV; ++i) dx[i] = keep[i] ? round_to<T>(dx[i]) * kHiddenDropoutScale : 0.f;
+          store_f<T, kV>(p.dx_drop + base + c, dx);
+        }
       }
     }
   }

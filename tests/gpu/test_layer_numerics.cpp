@@ -293,6 +293,57 @@ TEST_CASE("bf16 Post-LN head dim 128, seq 381, masked, DSKC_ATTN_MASK=kernel + a
   check_case("bf16-d128-kernel-adc", c, 2, 381, true);
 }
 
+// The bias gradients' source (DSKC_BIAS_GRAD): the default column-sum GEMMs, the weight-gradient
+// GEMMs' BGRADB epilogue, or partial sums + param_grad_reduce (with the attention output's own
+// dropout kernel). None touches the forward or the data-gradient chain: output, grad_input and the
+// LayerNorm parameter gradients are bitwise equal; the biases (each summed in fp32, rounded once)
+// and weights (the weight GEMMs may take another cuBLASLt algorithm without the epilogue) agree to
+// fp16/bf16 rounding. The CPU-reference check of the epilogue path is the case below.
+TEST_CASE("bias-gradient sources (DSKC_BIAS_GRAD) agree; everything else bitwise") {
+  dskc_test::require_gpu();
+  Context ctx;
+  for (DType t : {DType::F16, DType::BF16}) {
+    for (bool pre : {true, false}) {
+      const LayerConfig c = make_cfg(3, 96, 256, 4, 1024, t, pre, 0.1, 0.1);
+      auto params = test_params(c, 29);
+      for (auto& [k, v] : params)
+        for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+      const int B = 3, S = 93;
+      const Inputs in = make_inputs(c, B, S, true, 31);
+      GpuResult want;
+      {
+        const dskc_test::ScopedEnv env("DSKC_BIAS_GRAD", "gemv");
+        want = run_gpu(ctx, c, params, in, B, S, 2, AttentionPath::FusedWhereSupported);
+      }
+      for (const char* src : {"epilogue", "partials"}) {
+        INFO(dtype_name(t) << (pre ? " Pre-LN" : " Post-LN") << " DSKC_BIAS_GRAD=" << src);
+        const dskc_test::ScopedEnv env("DSKC_BIAS_GRAD", src);
+        const GpuResult got = run_gpu(ctx, c, params, in, B, S, 2, AttentionPath::FusedWhereSupported);
+        CHECK(got.output == want.output);
+        CHECK(got.grad_input == want.grad_input);
+        REQUIRE(got.grads.size() == want.grads.size());
+        for (const auto& [name, v] : want.grads) {
+          CAPTURE(name);
+          const bool ln = name.find("_nw") != std::string::npos || name.find("_nb") != std::string::npos ||
+                          name == "norm_w" || name == "norm_b";
+          if (ln) {
+            CHECK(got.grads.at(name) == v);
+          } else {
+            const auto e = compare(got.grads.at(name), std::vector<double>(v.begin(), v.end()));
+            CHECK(e.rel <= (t == DType::F16 ? 4e-3 : 2e-2));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fp16 Post-LN head dim 64, seq 127, dropout, DSKC_BIAS_GRAD=epilogue (BGRADB)") {
+  dskc_test::require_gpu();
+  const dskc_test::ScopedEnv env("DSKC_BIAS_GRAD", "epilogue");
+  check_case("fp16-post-epilogue", make_cfg(2, 128, 512, 8, 2048, DType::F16, false, 0.1, 0.1), 2, 127, true);
+}
+
 // Where the keep bits come from changes no bit of the layer: attn_dropout_checkpoint (bits rewritten
 // in backward) and DSKC_ATTN_MASK=kernel (bits from attn_dropout_bits_fwd) against the default
 // (bits drawn and saved by attn_flash_fwd), same seed, step and inputs: output, grad_input and every
