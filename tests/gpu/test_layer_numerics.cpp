@@ -14,8 +14,12 @@
 // fp32 must be within 1e-5 relative.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <map>
 
+#include "compiler/nvrtc_compile.h"
+#include "compiler/templates.h"
+#include "runtime/driver.h"
 #include "gpu_util.h"
 #include "test_util.h"
 #include "runtime/context.h"
@@ -378,4 +382,61 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
         for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
       }
   }
+}
+
+// common/gelu.cuh's exact GELU (the erfc fit, no erff) and its derivative, evaluated by the GPU over
+// [-12, 12] in steps of 1/1024 against erfc in double: within 1e-5 relative + 2e-7 absolute
+// everywhere (relative also in the tail, where GELU(x) falls to ~1e-32), and the tanh form against
+// its own formula (absolute 1e-6 there). A wrong coefficient or sign in the fit moves some point by far more.
+TEST_CASE("GELU device functions: exact form within 1e-5 relative of erfc in double over [-12, 12]") {
+  dskc_test::require_gpu();
+  Context ctx;
+  const std::string src = R"(#include "common/gelu.cuh"
+extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[i] = dskc::gelu<false>(x[i]);
+  out[n + i] = dskc::gelu_grad<false>(x[i]);
+  out[2 * n + i] = dskc::gelu<true>(x[i]);
+  out[3 * n + i] = dskc::gelu_grad<true>(x[i]);
+}
+)";
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& t : embedded_templates()) headers.emplace_back(t.path, t.text);
+  const std::string arch = detect_gpu_arch(ctx.device()).value_or("sm_90");
+  const CompiledModule m = nvrtc_compile(src, "gelu_eval.cu", {arch, EmitKind::Cubin, {}}, headers);
+  LoadedModule mod(ctx, m.image);
+  std::vector<float> xs;
+  for (int i = -12 * 1024; i <= 12 * 1024; ++i) xs.push_back(static_cast<float>(i) / 1024.f);
+  for (float v : {-0.7517915f, 1e-30f, -1e-30f, 0.f, -0.f}) xs.push_back(v);  // gelu' = 0 near -0.7518
+  const int n = static_cast<int>(xs.size());
+  DeviceBuffer x(ctx, n * sizeof(float)), out(ctx, 4 * n * sizeof(float));
+  upload(ctx, x.ptr(), xs, DType::F32);
+  CUdeviceptr xp = x.ptr(), op = out.ptr();
+  void* args[] = {&xp, &op, const_cast<int*>(&n)};
+  DSKC_CU(cuLaunchKernel(mod.function("gelu_eval"), (n + 255) / 256, 1, 1, 256, 1, 1, 0, ctx.stream(), args, nullptr));
+  const std::vector<float> got = download(ctx, out.ptr(), 4 * n, DType::F32);
+  double worst_g = 0, worst_d = 0, worst_tg = 0, worst_td = 0;
+  for (int i = 0; i < n; ++i) {
+    const double v = xs[i];
+    const double cdf = 0.5 * std::erfc(-v / std::sqrt(2.0)), pdf = std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    const double g = v * cdf, d = cdf + v * pdf;
+    const double k0 = 0.7978845608028654, k1 = 0.044715, u = k0 * (v + k1 * v * v * v), th = std::tanh(u);
+    const double tg = 0.5 * v * (1 + th), td = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k0 * (1 + 3 * k1 * v * v);
+    auto excess = [](double got, double want, double rel, double abs_) {
+      return std::fabs(got - want) / (rel * std::fabs(want) + abs_);
+    };
+    CAPTURE(v);
+    worst_g = std::max(worst_g, excess(got[i], g, 1e-5, 1e-37));
+    worst_d = std::max(worst_d, excess(got[n + i], d, 1e-5, 2e-7));
+    // (the tanh form cancels in 1 + tanh(u) for x << 0, in fp32 as in PyTorch: absolute bound only)
+    worst_tg = std::max(worst_tg, excess(got[2 * n + i], tg, 1e-5, 1e-6));
+    worst_td = std::max(worst_td, excess(got[3 * n + i], td, 1e-5, 1e-6));
+    CHECK(std::fabs(got[i] - g) <= 1e-5 * std::fabs(g) + 1e-37);
+    CHECK(std::fabs(got[n + i] - d) <= 1e-5 * std::fabs(d) + 2e-7);
+  }
+  std::printf("GELU worst error / bound: exact %.3f, exact' %.3f, tanh %.3f, tanh' %.3f\n", worst_g, worst_d, worst_tg,
+              worst_td);
+  CHECK(worst_tg <= 1.0);
+  CHECK(worst_td <= 1.0);
 }
