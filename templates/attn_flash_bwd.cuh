@@ -79,13 +79,14 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
   __shared__ float mask_s[F::kRows];
   __shared__ float lse_s[F::kInner];
   __shared__ float dot_s[F::kInner];
-  // [query][key] dropout flags; with kDqAtomic the same bytes then hold dSᵀ [key][query] for dQ (the
-  // two would not fit next to the four tiles in 48 KB at head dim 64; a barrier separates them).
+  // Dropout keep bits of the tile, [query][key word] (keep_words_load); with kDqAtomic the same
+  // bytes then hold dSᵀ [key][query] for dQ (a barrier separates them).
   constexpr int kDsStride = F::kInner + 8;  // +8: 16-byte aligned ldmatrix rows on distinct banks
-  constexpr int kKeepBytes = kDropout ? F::kInner * F::kRows : 1;
+  constexpr int kKeyWords = F::kRows / 32;
+  constexpr int kKeepBytes = kDropout ? F::kInner * kKeyWords * 4 : 4;
   constexpr int kDsBytes = kDq == kDqAtomic ? F::kRows * kDsStride * static_cast<int>(sizeof(E)) : 0;
   __shared__ __align__(16) unsigned char keep_ds_s[kKeepBytes > kDsBytes ? kKeepBytes : kDsBytes];
-  const auto keep_s = reinterpret_cast<unsigned char (*)[kDropout ? F::kRows : 1]>(keep_ds_s);
+  const auto keep_w = reinterpret_cast<uint32_t (*)[kKeyWords]>(keep_ds_s);
   const auto ds_s = reinterpret_cast<E (*)[kDsStride]>(keep_ds_s);
 
   const int seq = p.seq;
@@ -123,7 +124,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
       dot_s[r] = in ? dot_g[i0 + r] : 0.f;
     }
     // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the bits.
-    if constexpr (kDropout) flash::keep_bits_load<F::kInner, F::kRows, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
+    if constexpr (kDropout) flash::keep_words_load<F::kInner, F::kRows, F::kThreads>(keep_w, p.bits, bh, seq, i0, j0);
     __syncthreads();
 
     // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x kInner queries.
@@ -131,6 +132,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
     flash::mma_pair_nt<E, kQTiles>(st, dpt, k_s, v_s, q_s, do_s, wrow);
 
     // Element (key row jr, query column ic): P, the mask Z, dS. st <- P ⊙ Z (unscaled), dpt <- dS.
+    // The warp's 16 keys lie in one word of each query row: bits (wrow % 32) + g and + 8.
 #pragma unroll
     for (int n = 0; n < kQTiles; ++n)
 #pragma unroll
@@ -140,7 +142,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
         float dp = dpt[n][e];
         float pz = pv;
         if constexpr (kDropout) {
-          const bool keep = keep_s[ic][jr];
+          const bool keep = (keep_w[ic][wrow / 32] >> (wrow % 32 + g + 8 * (e >> 1))) & 1u;
           pz = keep ? pv : 0.f;
           dp = keep ? dp * kAttnDropoutScale : 0.f;
         }
@@ -148,7 +150,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
         dpt[n][e] = pv * (dp - dot_s[ic]);
       }
     if constexpr (kDq == kDqAtomic) {
-      if constexpr (kDropout) __syncthreads();  // every warp is done with keep_s, which ds_s overwrites
+      if constexpr (kDropout) __syncthreads();  // every warp is done with keep_w, which ds_s overwrites
       flash::store_c<E, kQTiles, kDsStride>(ds_s, dpt, wrow);
     }
 
@@ -278,7 +280,7 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams&
   __shared__ __align__(16) E k_s[F::kInner][kFlashStride];
   __shared__ __align__(16) E v_s[F::kInner][kFlashStride];
   __shared__ float mask_s[F::kInner];
-  __shared__ __align__(16) unsigned char keep_s[kDropout ? F::kRows : 1][kDropout ? F::kInner : 1];  // [query][key] dropout flags
+  __shared__ uint32_t keep_w[kDropout ? F::kRows : 1][kDropout ? F::kInner / 32 : 1];  // [query][key word] keep bits
 
   const int seq = p.seq;
   const int i0 = blockIdx.x * F::kRows;
@@ -314,7 +316,7 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams&
     flash::load_tile<E, F::kInner, F::kThreads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
     flash::load_mask<E, F::kInner, F::kThreads>(mask_s, mask_row, j0, seq);
     // j0 is a multiple of kInner (64 or 32): the key range spans whole words of the bits.
-    if constexpr (kDropout) flash::keep_bits_load<F::kRows, F::kInner, F::kThreads>(keep_s, p.bits, bh, seq, i0, j0);
+    if constexpr (kDropout) flash::keep_words_load<F::kRows, F::kInner, F::kThreads>(keep_w, p.bits, bh, seq, i0, j0);
     __syncthreads();
 
     // S = Q·Kᵀ and dP_drop = dO·Vᵀ for the warp's 16 queries x kInner keys.
@@ -331,9 +333,9 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(const AttnFlashBwdParams&
         const float p1 = __expf(s[n][2 * r + 1] * scale + mask_s[jc + 1] - lse[r]);
         float d0 = dp[n][2 * r], d1 = dp[n][2 * r + 1];
         if constexpr (kDropout) {
-          const unsigned char* keep = &keep_s[wrow + g + 8 * r][jc];
-          d0 = keep[0] ? d0 * kAttnDropoutScale : 0.f;
-          d1 = keep[1] ? d1 * kAttnDropoutScale : 0.f;
+          const uint32_t w = keep_w[wrow + g + 8 * r][jc / 32] >> (jc % 32);  // keys jc, jc + 1
+          d0 = (w & 1u) ? d0 * kAttnDropoutScale : 0.f;
+          d1 = (w & 2u) ? d1 * kAttnDropoutScale : 0.f;
         }
         s[n][2 * r] = p0 * (d0 - dot[r]);
         s[n][2 * r + 1] = p1 * (d1 - dot[r]);

@@ -12,8 +12,9 @@
 //   Philox in this kernel (flash::dropout_tile), and with kStoreBits (training, no
 //     attn_dropout_checkpoint) also packed into attn_dropout_bits ([B·heads, S, ceil(S/32)] uint32,
 //     flash::keep_bits_store), which the backward kernels read;
-//   kLoadBits (DSKC_ATTN_MASK=kernel): read from the bits attn_dropout_bits wrote just before this
-//     kernel (flash::keep_bits_load) — the same flags, so the same output bit for bit.
+//   kLoadBits (DSKC_ATTN_MASK=kernel, the default): read from the bits attn_dropout_bits wrote just
+//     before this kernel (flash::keep_words_load; each thread tests its flags in the words) — the
+//     same flags, so the same output bit for bit.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"
@@ -47,7 +48,11 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   __shared__ __align__(16) E k_s[F::kKeys][kFlashStride];
   __shared__ __align__(16) E v_s[F::kKeys][kFlashStride];
   __shared__ float mask_s[F::kKeys];
-  __shared__ __align__(16) unsigned char keep_s[kDropout ? F::kRows : 1][kDropout ? F::kKeys : 1];  // dropout flags of the tile
+  // Dropout flags of the tile: bytes [query][key] where this kernel draws them, else the bits as
+  // words [query][key word] (kLoadBits: keep_words_load).
+  constexpr bool kByteFlags = kDropout && !kLoadBits;
+  __shared__ __align__(16) unsigned char keep_s[kByteFlags ? F::kRows : 1][kByteFlags ? F::kKeys : 1];
+  __shared__ uint32_t keep_w[kLoadBits ? F::kRows : 1][kLoadBits ? F::kKeys / 32 : 1];
 
   const int seq = p.seq;
   const int q0 = blockIdx.x * F::kRows;
@@ -79,7 +84,7 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
     flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq);
     // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the bits.
     if constexpr (kLoadBits)
-      flash::keep_bits_load<F::kRows, F::kKeys, F::kThreads>(keep_s, p.bits, bh, seq, q0, k0);
+      flash::keep_words_load<F::kRows, F::kKeys, F::kThreads>(keep_w, p.bits, bh, seq, q0, k0);
     else if constexpr (kDropout)
       flash::dropout_tile<F::kRows, F::kKeys, F::kThreads>(keep_s, p.rng, bh, seq, q0, k0);
     __syncthreads();
@@ -133,7 +138,12 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
       for (int r = 0; r < 2; ++r) {
         float p0 = __expf(s[n][2 * r] - base[r]), p1 = __expf(s[n][2 * r + 1] - base[r]);
         l[r] += p0 + p1;
-        if constexpr (kDropout) {
+        if constexpr (kLoadBits) {
+          // keys n·8 + 2t, + 1 of the tile: bits (n % 4)·8 + 2t, + 1 of word n / 4 of the row
+          const uint32_t w = keep_w[wrow + g + 8 * r][n / 4] >> ((n % 4) * 8 + 2 * t);
+          p0 = (w & 1u) ? p0 : 0.f;
+          p1 = (w & 2u) ? p1 : 0.f;
+        } else if constexpr (kDropout) {
           const unsigned char* keep = &keep_s[wrow + g + 8 * r][n * 8 + 2 * t];
           p0 = keep[0] ? p0 : 0.f;
           p1 = keep[1] ? p1 : 0.f;

@@ -258,7 +258,7 @@ __device__ __forceinline__ void dropout_tile(unsigned char (*dst)[kKeys], const 
 // bit j % 32 of word j / 32 of row i of head bh = keep(query i, key j); bits of keys >= S are 0.
 // Written by attn_flash_fwd (keep_bits_store, from its tiles' flags) or by the standalone kernel
 // attn_dropout_bits (keep_word), identically; read by the backward kernels and, with
-// DSKC_ATTN_MASK=kernel, by attn_flash_fwd (keep_bits_load).
+// DSKC_ATTN_MASK=kernel, by attn_flash_fwd (keep_words_load).
 // Tiles start at multiples of their key count, which is a multiple of 32, so each tile row spans
 // whole words and every (row, word) belongs to exactly one tile of the forward's grid.
 __device__ __forceinline__ int keep_words(int seq) { return (seq + 31) / 32; }
@@ -305,31 +305,21 @@ __device__ __forceinline__ void keep_bits_store(uint32_t* bits, const unsigned c
   }
 }
 
-// Fills a tile of keep flags (same layout and meaning as dropout_tile's) from the bits: one
-// coalesced 32-bit load per (query row, word), expanded to 32 bytes; rows >= S and words >= W give
-// 0. Callers __syncthreads() before reading dst.
-// The 32 bytes go out as two 16-byte stores (dst rows are 16-byte aligned, kKeys % 32 == 0). The
-// threads of a quarter warp write 32 bytes apart; those with odd c / 4 store the halves in the
-// other order, so each quarter warp's eight stores fall into distinct banks. (A rotated sequence
-// of eight 4-byte stores, run[(k + c / 4) % 8], did the same but made ptxas spill the head-dim-16
-// dK/dV kernel on sm_90.)
+// The bits of a tile as words, into shared memory: dst[qi][wi] = word j0/32 + wi of query row i0 + qi
+// (0 for rows >= S and words >= W), one coalesced 32-bit load per word. Readers take their flags
+// straight from the words (one shared load per 32 keys of a row instead of one byte load per flag,
+// which also met 4-way bank conflicts in the [query][key] byte tiles). Callers __syncthreads()
+// before reading dst.
 template <int kQueries, int kKeys, int kThreads>
-__device__ __forceinline__ void keep_bits_load(unsigned char (*dst)[kKeys], const uint32_t* bits, int bh, int seq,
-                                               int i0, int j0) {
+__device__ __forceinline__ void keep_words_load(uint32_t (*dst)[kKeys / 32], const uint32_t* bits, int bh, int seq,
+                                                int i0, int j0) {
   static_assert(kKeys % 32 == 0, "keep-flag tiles must span whole 32-bit words");
   constexpr int kWords = kKeys / 32;
   const int words = keep_words(seq);
   for (int c = threadIdx.x; c < kQueries * kWords; c += kThreads) {
     const int qi = c / kWords, wi = c % kWords;
     const int i = i0 + qi, w = j0 / 32 + wi;
-    const uint32_t v = i < seq && w < words ? bits[(static_cast<size_t>(bh) * seq + i) * words + w] : 0u;
-    auto flags4 = [v](int q) { return (((v >> (4 * q)) & 0xfu) * 0x00204081u) & 0x01010101u; };  // nibble q -> 4 bytes
-    const uint4 lo = make_uint4(flags4(0), flags4(1), flags4(2), flags4(3));
-    const uint4 hi = make_uint4(flags4(4), flags4(5), flags4(6), flags4(7));
-    uint4* run = reinterpret_cast<uint4*>(&dst[qi][wi * 32]);
-    const int h = (c / 4) & 1;
-    run[h] = h ? hi : lo;
-    run[h ^ 1] = h ? lo : hi;
+    dst[qi][wi] = i < seq && w < words ? bits[(static_cast<size_t>(bh) * seq + i) * words + w] : 0u;
   }
 }
 
