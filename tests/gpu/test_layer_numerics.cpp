@@ -386,10 +386,10 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
 
 // common/gelu.cuh's exact GELU (the erfc fit, no erff) and its derivative, evaluated by the GPU over
 // [-12, 12] in steps of 1/1024 against erfc in double: GELU within 1e-5 relative down to x = -10
-// (GELU ~ -8e-23; 1e-30 absolute below, near fp32's smallest normals), GELU' within 1e-5 relative +
-// 2e-7 absolute, and the tanh form against
+// (GELU ~ -8e-23) and 5e-5 relative below (GELU(-12) ~ -2e-32: relative also in the tail), GELU'
+// within 1e-5 relative + 2e-7 absolute, and the tanh form against
 // its own formula (absolute 1e-6 there). A wrong coefficient or sign in the fit moves some point by far more.
-TEST_CASE("GELU device functions: exact form within 1e-5 relative of erfc in double over [-10, 12]") {
+TEST_CASE("GELU device functions: exact form within 1e-5 relative of erfc in double over [-10, 12], 5e-5 to -12") {
   dskc_test::require_gpu();
   Context ctx;
   const std::string src = R"(#include "common/gelu.cuh"
@@ -433,9 +433,9 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
     // (the tanh form cancels in 1 + tanh(u) for x << 0, in fp32 as in PyTorch: absolute bound only)
     worst_tg = std::max(worst_tg, excess(got[2 * n + i], tg, 1e-5, 1e-6));
     worst_td = std::max(worst_td, excess(got[3 * n + i], td, 1e-5, 1e-6));
-    // Relative down to x = -10 (GELU ~ -8e-23); below, GELU nears fp32's smallest normal numbers
-    // (~3e-37 at x = -12) and only an absolute bound is meaningful.
-    CHECK(std::fabs(got[i] - g) <= (v >= -10 ? 1e-5 * std::fabs(g) + 1e-37 : 1e-30));
+    // 1e-5 relative down to x = -10; below, the exponential's argument (-z² + P, about -50 to -72)
+    // carries fp32 rounding of a few 1e-6 into the result: 5e-5 relative (measured 1.4e-5 at -12).
+    CHECK(std::fabs(got[i] - g) <= (v >= -10 ? 1e-5 : 5e-5) * std::fabs(g) + 1e-37);
     CHECK(std::fabs(got[n + i] - d) <= 1e-5 * std::fabs(d) + 2e-7);
   }
   std::printf("GELU worst error / bound: exact %.3f, exact' %.3f, tanh %.3f, tanh' %.3f\n", worst_g, worst_d, worst_tg,
