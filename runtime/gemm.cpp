@@ -105,11 +105,12 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
         continue;
       blas().cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
                                                sizeof(schemes), &got);
-      // Sum the parts in the compute type (fp32) where the algorithm can; else in place.
-      uint32_t scheme = (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
-                        : (schemes & CUBLASLT_REDUCTION_SCHEME_INPLACE)    ? CUBLASLT_REDUCTION_SCHEME_INPLACE
-                                                                           : CUBLASLT_REDUCTION_SCHEME_NONE;
-      if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+      // Only algorithms that sum the parts out of place in the compute type (fp32). The in-place
+      // scheme orders the parts through counters in the workspace, i.e. thread blocks that wait on
+      // one another: with the layer's two streams a stochastic_mode test hung in such a choice
+      // (a bias column-sum GEMM, k = 254), and no split-K variant has ever won in the layer.
+      if (!(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)) continue;
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
       for (int32_t splits : {2, 3, 4}) {
         cublasLtMatmulAlgo_t algo = res[i].algo;
         cublasLtMatmulHeuristicResult_t check{};
