@@ -78,7 +78,9 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t res[kCandidates]{};
   int found = 0;
-  const bool tune = autotune_ && beta == 0.f;  // timing runs overwrite C: only when C is not read
+  // Timing runs overwrite C: only when C is not read. Column sums (m = 1, the bias gradients) are
+  // memory-bound and take the heuristic's first choice in both modes.
+  const bool tune = autotune_ && beta == 0.f && s.m > 1;
   cublasStatus_t st = blas().cublasLtMatmulAlgoGetHeuristic(ctx_.cublaslt(), p->desc, p->a, p->b, p->c, p->c, pref,
                                                      tune ? kCandidates : 1, res, &found);
   blas().cublasLtMatmulPreferenceDestroy(pref);
@@ -107,8 +109,8 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
                                                sizeof(schemes), &got);
       // Only algorithms that sum the parts out of place in the compute type (fp32). The in-place
       // scheme orders the parts through counters in the workspace, i.e. thread blocks that wait on
-      // one another: with the layer's two streams a stochastic_mode test hung in such a choice
-      // (a bias column-sum GEMM, k = 254), and no split-K variant has ever won in the layer.
+      // one another (a stochastic_mode GPU test hung once bias column sums were tuned too), and no
+      // split-K variant has ever won in the layer.
       if (!(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)) continue;
       const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
       for (int32_t splits : {2, 3, 4}) {

@@ -27,8 +27,8 @@ struct GemmShape {
 // of the first two, where cuBLASLt
 // accepts them (cublasLtMatmulAlgoCheck; they help GEMMs with fewer output tiles than SMs, such
 // as the weight gradients), on the real operands, and keeps the fastest if it beats the first
-// choice by 2% or more, which may differ between processes. DSKC_GEMM_TUNE_LOG=1 prints each
-// tuned shape's timings to stderr.
+// choice by 2% or more, which may differ between processes; column sums (m = 1) are not tuned.
+// DSKC_GEMM_TUNE_LOG=1 prints each tuned shape's timings to stderr.
 class Gemm {
  public:
   Gemm(Context& ctx, DType dtype, bool autotune = false);

@@ -83,7 +83,7 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
   if (grads_.bytes()) DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_.stream()));
   if (cfg.training && plan_.bias_grad_gemv) {
-    const size_t words = (static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length + 7) / 8 * 4;  // 8-element multiple
+    const size_t words = (static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length + 1) / 2;
     ones_ = DeviceBuffer(ctx_, words * 4);
     // Two 1.0s per word as fp16 (0x3C00) or bf16 (0x3F80); fp32 layers never take this path.
     DSKC_ASSERT(eb == 2, "bias_grad_gemv needs a 16-bit dtype");
@@ -301,9 +301,7 @@ void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdevicep
   // bias_grad_gemv: bias_grad[M] = ones[1, K]·A[K, M] (A = dY, read as stored) by its own GEMM just
   // before the weight gradient, instead of the weight gradient's BGRADB epilogue.
   const bool gemv = bias_grad && plan_.bias_grad_gemv;
-  // ones as a [1, K] row whose leading dimension is rounded up to 8 elements (16 bytes), so that an
-  // odd B·S does not leave cuBLASLt only its unaligned kernels (ones_ holds enough elements).
-  const GemmShape sums{false, false, 1, s.m, s.k, (s.k + 7) / 8 * 8, s.lda, s.m};
+  const GemmShape sums{false, false, 1, s.m, s.k, s.k, s.lda, s.m};
   if (!side_) {
     if (gemv) gemm((std::string(name) + "_bias").c_str(), sums, ones_.ptr(), a, bias_grad);
     return gemm(name, s, a, b, c, 1.f, 0.f, 0, gemv ? 0 : bias_grad);
