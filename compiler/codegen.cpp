@@ -135,7 +135,7 @@ static const char* grid_text(GridKind g) {
   switch (g) {
     case GridKind::Rows: return "grid = B·S (one block per token row)";
     case GridKind::AttnRows: return "grid = ceil(B·heads·S / rows per block) (warps own attention rows)";
-    case GridKind::Elementwise: return "grid-stride over 16-byte vectors, kElementwiseUnroll per thread";
+    case GridKind::Elementwise: return "grid-stride over 16-byte vectors";
     case GridKind::RowTiles: return "grid = ceil(B·S / kGradRowsPerBlock) (row tiles)";
     case GridKind::ColumnTiles: return "grid = (ceil(cols / 16), arrays)";
     case GridKind::FlashTiles: return "grid = (ceil(S / rows per tile), B·heads) (one tile of one head per block)";
@@ -188,10 +188,6 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
     if (k.grid == GridKind::FlashTiles)
       o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s rows per tile\");\n",
                        k.rows_check, k.rows_per_block, k.name);
-    if (k.grid == GridKind::Elementwise)
-      o << fmt::format("static_assert(kElementwiseUnroll == {}, \"dskc plan and template disagree on {}'s vectors per "
-                       "thread\");\n",
-                       kElementwiseUnroll, k.name);
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
     const std::string bounds = k.min_blocks.empty() ? std::to_string(k.block) : fmt::format("{}, {}", k.block, k.min_blocks);

@@ -18,13 +18,11 @@ enum class Pass { Forward, Backward };
 // Columns per param_grad_reduce block (ParamGradReduceTile::kTileCols in
 // templates/param_grad_reduce.cuh; the kernel strides over tiles, so this sets only the grid).
 constexpr int kReduceTileCols = 16;
-constexpr int kElementwiseUnroll = 4;  // must match templates/common/types.cuh
 
 enum class GridKind {
   Rows,         // one block per token row: grid = B·S
   AttnRows,     // warps own attention rows: grid = ceil(B·heads·S / rows_per_block)
-  Elementwise,  // grid-stride over vectors, kElementwiseUnroll per thread:
-                // grid = min(ceil(vectors / (block·kElementwiseUnroll)), 65535)
+  Elementwise,  // grid-stride over vectors: grid = min(ceil(vectors / block), 65535)
   RowTiles,     // kGradRowsPerBlock rows per block: grid = ceil(B·S / kGradRowsPerBlock)
   ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / kReduceTileCols), arrays), block 256
   FlashTiles,   // fused attention: grid = (ceil(S / rows_per_block), B·heads)

@@ -267,8 +267,8 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
       return static_cast<unsigned>((static_cast<int64_t>(batch_) * plan_.cfg.heads * seq_ + k.rows_per_block - 1) /
                                    k.rows_per_block);
     case GridKind::Elementwise: {
-      const int64_t vecs = static_cast<int64_t>(rows) * k.cols / k.vec, per_block = int64_t{k.block} * kElementwiseUnroll;
-      return static_cast<unsigned>(std::min<int64_t>((vecs + per_block - 1) / per_block, 65535));
+      const int64_t vecs = static_cast<int64_t>(rows) * k.cols / k.vec;
+      return static_cast<unsigned>(std::min<int64_t>((vecs + k.block - 1) / k.block, 65535));
     }
     case GridKind::RowTiles: return static_cast<unsigned>(grad_parts(rows));
     case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + kReduceTileCols - 1) / kReduceTileCols);

@@ -27,9 +27,6 @@ __device__ __forceinline__ float round_to(float x) {
 }
 
 // Widest vector (<= 16 bytes) whose width divides `cols`, so rows stay aligned.
-// Vectors per thread per grid-stride step of the elementwise kernels (runtime grid: compiler/plan.h).
-constexpr int kElementwiseUnroll = 4;
-
 template <typename T, int kCols>
 struct VecWidth {
   static constexpr int kMax = 16 / static_cast<int>(sizeof(T));
