@@ -24,9 +24,8 @@ struct GemmShape {
 // Algorithm choice: by default cuBLASLt's first heuristic (the same kernel every run: bitwise
 // reproducible). With `autotune` (stochastic_mode) the first call of each shape times up to 8
 // heuristic candidates plus split-K variants (2, 3, 4 splits, parts summed out of place in fp32)
-// of the first two, where cuBLASLt
-// accepts them (cublasLtMatmulAlgoCheck; they help GEMMs with fewer output tiles than SMs, such
-// as the weight gradients), on the real operands, and keeps the fastest if it beats the first
+// of the first two, where cuBLASLt accepts them (cublasLtMatmulAlgoCheck; they help GEMMs with
+// fewer output tiles than SMs, such as the weight gradients), on the real operands, and keeps the fastest if it beats the first
 // choice by 2% or more, which may differ between processes; column sums (m = 1) are not tuned.
 // DSKC_GEMM_TUNE_LOG=1 prints each tuned shape's timings to stderr.
 class Gemm {

@@ -335,7 +335,7 @@ void TransformerLayer::run_kernel(const std::string& name, const void* params, i
 void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0,
                               CUdeviceptr out1) {
   // On the side stream when there is one: nothing on the main stream reads parameter gradients, so
-  // only the next kernel that writes the partials waits for it (write_partials).
+  // only the next kernel that writes the partials waits for it (main_waits_for(part)).
   const KernelInfo* k = plan_.find_kernel(kernel);
   kp::ParamGradReduce p{reinterpret_cast<const float*>(part), reinterpret_cast<kp::Ptr>(out0),
                         reinterpret_cast<kp::Ptr>(out1), parts};

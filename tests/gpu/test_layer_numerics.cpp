@@ -58,7 +58,8 @@ std::vector<double> rounded(const std::vector<float>& v, DType t) {
   return out;
 }
 
-// Parameters with non-trivial LayerNorm weights and biases (the default init has 1 and 0).
+// Parameters with non-trivial LayerNorm weights and biases (the default init has 1 and 0), rounded
+// to the layer's dtype (what the GPU stores, so the CPU reference sees the same values).
 std::map<std::string, std::vector<float>> test_params(const LayerConfig& c, uint64_t seed) {
   auto p = init_layer_params(c, seed);
   int k = 0;
@@ -70,6 +71,8 @@ std::map<std::string, std::vector<float>> test_params(const LayerConfig& c, uint
       v = dskc_test::randn(v.size(), seed + k, 1.f / std::sqrt(static_cast<float>(c.hidden_size)));
   }
   p["attn_qkvw"] = dskc_test::randn(p["attn_qkvw"].size(), seed + 99, 1.f / std::sqrt(static_cast<float>(c.hidden_size)));
+  for (auto& [name, v] : p)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, c.dtype()));
   return p;
 }
 
@@ -129,10 +132,8 @@ void check_case(const std::string& name, const LayerConfig& c, int B, int S, boo
   INFO("case " << name << ": B=" << B << " S=" << S << " H=" << c.hidden_size << " heads=" << c.heads
                << " I=" << c.intermediate_size << " " << dtype_name(c.dtype()) << (c.pre_layer_norm ? " Pre-LN" : " Post-LN"));
   Context ctx;
-  auto params = test_params(c, 7);
+  const auto params = test_params(c, 7);
   const DType t = c.dtype();
-  for (auto& [k, v] : params)
-    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
   Inputs in = make_inputs(c, B, S, mask, 11);
   const uint32_t step = 3;
   GpuResult g = run_gpu(ctx, c, params, in, B, S, step, path);
@@ -309,9 +310,7 @@ TEST_CASE("bias-gradient sources (DSKC_BIAS_GRAD) agree; everything else bitwise
   for (DType t : {DType::F16, DType::BF16}) {
     for (bool pre : {true, false}) {
       const LayerConfig c = make_cfg(3, 96, 256, 4, 1024, t, pre, 0.1, 0.1);
-      auto params = test_params(c, 29);
-      for (auto& [k, v] : params)
-        for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+      const auto params = test_params(c, 29);
       const int B = 3, S = 93;
       const Inputs in = make_inputs(c, B, S, true, 31);
       GpuResult want;
@@ -357,9 +356,7 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
   Context ctx;
   for (DType t : {DType::F16, DType::BF16}) {
     const LayerConfig base = make_cfg(3, 96, 256, 4, 512, t, t == DType::F16, 0.3, 0.1);  // d 64, odd seq below
-    auto params = test_params(base, 17);
-    for (auto& [k, v] : params)
-      for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+    const auto params = test_params(base, 17);
     const int B = 2, S = 93;
     const Inputs in = make_inputs(base, B, S, true, 23);
     const uint32_t step = 5;
