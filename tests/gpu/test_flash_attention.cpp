@@ -16,10 +16,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "gpu_util.h"
 #include "test_util.h"
@@ -66,6 +69,21 @@ LayerConfig config_of(const Case& k) {
   c.stochastic_mode = k.stochastic;
   return c;
 }
+
+// One line per case as it starts and as it ends (flushed: a CTest timeout shows where the time went).
+struct Progress {
+  std::string what;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  explicit Progress(std::string w) : what(std::move(w)) {
+    std::printf("-- %s ...\n", what.c_str());
+    std::fflush(stdout);
+  }
+  ~Progress() {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("-- %s: %.1f s\n", what.c_str(), s);
+    std::fflush(stdout);
+  }
+};
 
 struct Result {
   std::vector<float> out, dx, ctx, dqkv, lse;
@@ -191,6 +209,7 @@ void check_case(const Case& k, bool verbose) {
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim(), NH = c.heads;
   INFO("case " << k.name << ": B=" << B << " S=" << S << " H=" << H << " heads=" << NH << " d=" << d << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.mask ? " masked" : ""));
+  const Progress progress(k.name);
   Context ctx;
   auto params = init_layer_params(c, 5);
   params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 77, 1.5f / std::sqrt(static_cast<float>(H)));
@@ -353,6 +372,7 @@ void check_keep_bit_sources(const Case& k) {
   const int B = k.batch, S = k.seq, H = c.hidden_size;
   INFO("case " << k.name << ": keep bits saved vs rewritten vs from attn_dropout_bits_fwd, B=" << B << " S=" << S
                << " " << dtype_name(t));
+  const Progress progress(std::string(k.name) + " keep-bit sources");
   Context ctx;
   auto params = init_layer_params(c, 6);
   for (auto& [name, v] : params)
@@ -435,6 +455,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
   INFO("case " << k.name << ": " << other_name << " vs default, B=" << B << " S=" << S << " d=" << d << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
+  const Progress progress(std::string(k.name) + " " + other_name + " vs default");
   Context ctx;
   auto params = init_layer_params(c, 8);
   params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 79, 1.5f / std::sqrt(static_cast<float>(H)));
@@ -496,7 +517,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
 }
 
 TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic: single-pass attention backward (attn_flash_bwd_dkdvdq) vs unfused "
-          "vs CPU reference; it, DSKC_ATTN_DQ=kernel and stochastic_mode's dQ GEMM vs the default mode") {
+          "vs CPU reference") {
   dskc_test::require_gpu();
   // Against the unfused path and the reference: same tolerances as the default mode's cases above.
   check_case({"d64-s128-sto", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true, false, false, true}, true);
@@ -508,6 +529,11 @@ TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic: single-pass attention backward
   check_case({"d80-s381-adc-sto", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, true, true, false, true}, false);
   check_case({"d32-s509-sto", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, false, false, true}, false);
   check_case({"d128-s200-kernel-sto", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, false, true, true}, false);
+}
+
+TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic, DSKC_ATTN_DQ=kernel and stochastic_mode's dQ GEMM vs the default "
+          "mode") {
+  dskc_test::require_gpu();
   // Against the default mode (GEMM autotuning off): fp16 and bf16, partial tiles, dropout on and off.
   for (DqVariant v : {DqVariant::Stochastic, DqVariant::Kernel, DqVariant::StochasticGemm}) {
     check_dq_vs_default({"d64-s127", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true}, v);
