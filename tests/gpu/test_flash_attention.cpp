@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -68,6 +69,12 @@ LayerConfig config_of(const Case& k) {
   c.attn_dropout_checkpoint = k.adc;
   c.stochastic_mode = k.stochastic;
   return c;
+}
+
+// DSKC_FLASH_CASE=NAME runs only the cases of that name (debugging one case on the GPU machine).
+bool selected(const char* name) {
+  const char* only = std::getenv("DSKC_FLASH_CASE");
+  return !only || !*only || std::strcmp(only, name) == 0;
 }
 
 // One line per case as it starts and as it ends (flushed: a CTest timeout shows where the time went).
@@ -204,6 +211,7 @@ Inputs inputs_of(const Case& k, int H, DType t, uint64_t seed_x, uint64_t seed_d
 }
 
 void check_case(const Case& k, bool verbose) {
+  if (!selected(k.name)) return;
   const LayerConfig c = config_of(k);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim(), NH = c.heads;
@@ -365,6 +373,7 @@ TEST_CASE("fused attention: sequence lengths 1, 7, 33, 381, 509 (partial tiles)"
 // written by attn_dropout_bits_fwd and read by attn_flash_fwd (DSKC_ATTN_MASK=kernel), and both.
 // The mask is the same, so outputs, gradients and the bits are bitwise identical.
 void check_keep_bit_sources(const Case& k) {
+  if (!selected(k.name)) return;
   Case kr = k;
   kr.adc = true;
   const LayerConfig c = config_of(k), cr = config_of(kr);
@@ -444,6 +453,7 @@ TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
 // gradient equals the default mode's bit for bit.
 enum class DqVariant { Stochastic, Kernel, StochasticGemm };
 void check_dq_vs_default(const Case& k, DqVariant variant) {
+  if (!selected(k.name)) return;
   Case ks = k;
   ks.stochastic = variant != DqVariant::Kernel;
   const char* other_dq = variant == DqVariant::Kernel ? "kernel" : variant == DqVariant::Stochastic ? "atomic" : nullptr;
