@@ -27,6 +27,14 @@ cudaDataType_t cuda_type(DType t) {
 cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 }  // namespace
 
+std::vector<int> splitk_counts(int k) {
+  constexpr int kMinPartDepth = 256;
+  std::vector<int> out;
+  for (int splits : {2, 3, 4})
+    if (k >= splits * kMinPartDepth) out.push_back(splits);
+  return out;
+}
+
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -113,7 +121,7 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
       // split-K variant has ever won in the layer.
       if (!(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)) continue;
       const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-      for (int32_t splits : {2, 3, 4}) {
+      for (int32_t splits : splitk_counts(s.k)) {
         cublasLtMatmulAlgo_t algo = res[i].algo;
         cublasLtMatmulHeuristicResult_t check{};
         if (blas().cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,

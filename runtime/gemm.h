@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "compiler/config.h"
 #include "runtime/context.h"
@@ -27,7 +28,12 @@ struct GemmShape {
 // of the first two, where cuBLASLt accepts them (cublasLtMatmulAlgoCheck; they help GEMMs with
 // fewer output tiles than SMs, such as the weight gradients), on the real operands, and keeps the fastest if it beats the first
 // choice by 2% or more, which may differ between processes; column sums (m = 1) are not tuned.
+// Split-K needs an inner dimension of at least 256 per part (splitk_counts): with fewer k than
+// parts, cuBLASLt 13.0 accepted algorithm 66 (cluster 2x4x1) with 4 splits of k = 3 (a weight
+// gradient at batch 3, seq 1) and its kernel never finished on the H200.
 // DSKC_GEMM_TUNE_LOG=1 prints each tuned shape's timings to stderr.
+std::vector<int> splitk_counts(int k);
+
 class Gemm {
  public:
   Gemm(Context& ctx, DType dtype, bool autotune = false);

@@ -8,6 +8,7 @@
 
 #include "run_layer_util.h"
 #include "runtime/cpu_reference.h"
+#include "runtime/gemm.h"
 #include "runtime/transformer_layer.h"
 #include "compiler/errors.h"
 #include "test_util.h"
@@ -134,4 +135,14 @@ TEST_CASE("DSKC_LAYER_STREAMS: 1 or 2, anything else names the variable") {
   }
   dskc_test::ScopedEnv bad("DSKC_LAYER_STREAMS", "3");
   CHECK_THROWS_WITH_AS(layer_side_stream_from_env(), doctest::Contains("DSKC_LAYER_STREAMS"), Error);
+}
+
+TEST_CASE("GEMM autotuning tries split-K only where every part has an inner dimension of 256 or more") {
+  // k = 3 (a weight gradient at batch 3, seq 1) with 4 splits hung on the H200 (cuBLASLt 13.0).
+  CHECK(splitk_counts(3).empty());
+  CHECK(splitk_counts(511).empty());
+  CHECK(splitk_counts(512) == std::vector<int>{2});
+  CHECK(splitk_counts(1023) == std::vector<int>{2, 3});
+  CHECK(splitk_counts(1024) == std::vector<int>{2, 3, 4});
+  CHECK(splitk_counts(8192) == std::vector<int>{2, 3, 4});
 }
