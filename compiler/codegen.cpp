@@ -62,6 +62,8 @@ std::string emit_config_header(const LayerPlan& plan) {
                    !plan.attn_keep_bits    ? "no fused attention dropout"
                    : plan.attn_mask_kernel ? "DSKC_ATTN_MASK=kernel: attn_flash_fwd reads the bits attn_dropout_bits_fwd wrote"
                                            : "DSKC_ATTN_MASK=inline: attn_flash_fwd draws the mask with Philox");
+  o << fmt::format("constexpr int kAttnFwdStages = {};  // attn_flash_fwd's K/V tile buffers{}\n", plan.attn_fwd_stages,
+                   plan.attn_fwd_stages == 2 ? " (the next tile prefetched with cp.async)" : "");
   if (attn_drop)
     o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^16 (16-bit draw)\n",
                      thr(c.attn_dropout_ratio))

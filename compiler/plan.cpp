@@ -121,6 +121,18 @@ AttnDq attn_dq_from_env() {
                     "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 
+int attn_fwd_stages_from_env() {
+  return env_choice("DSKC_ATTN_FWD_STAGES", 2, {{"2", 2}, {"1", 1}},
+                    "\"2\" (the default: attn_flash_fwd prefetches the next K/V tile with cp.async where two "
+                    "buffers fit) or \"1\" (one buffer, each tile loaded between two barriers)");
+}
+
+int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags) {
+  const int rows = 64, keys = head_dim <= 64 ? 64 : 32;
+  return 2 * (head_dim + 8) * (rows + 2 * stages * keys) + 4 * keys + (byte_flags ? rows * keys : 16) +
+         (word_flags ? rows * (keys / 32) * 4 : 4);
+}
+
 BiasGrad bias_grad_from_env() {
   return env_choice("DSKC_BIAS_GRAD", BiasGrad::Gemv,
                     {{"gemv", BiasGrad::Gemv}, {"epilogue", BiasGrad::Epilogue}, {"partials", BiasGrad::Partials}},
@@ -237,6 +249,14 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.attn_keep_bits = bits;
   plan.attn_keep_bits_saved = bits_saved;
   plan.attn_mask_kernel = bits && mask_src == AttnMask::Kernel;
+  const int stages_max = opt.attn_fwd_stages == 0 ? attn_fwd_stages_from_env() : opt.attn_fwd_stages;
+  DSKC_ASSERT(stages_max == 1 || stages_max == 2, "PlanOptions::attn_fwd_stages is 0, 1 or 2");
+  plan.attn_fwd_stages =
+      fused && stages_max == 2 &&
+              flash_fwd_smem_bytes(c.head_dim(), 2, attn_drop && !plan.attn_mask_kernel, plan.attn_mask_kernel) <=
+                  48 * 1024
+          ? 2
+          : 1;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
@@ -256,12 +276,14 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                        (bits_saved ? ", kept for backward" : ""));
   if (fused)
     b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
-            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits>", "FlashFwdTile::kThreads",
+            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits, kAttnFwdStages>",
+            "FlashFwdTile::kThreads",
             128, "FlashFwdTile::kRows", 64,
             std::string("fused attention: Q·Kᵀ/√d + mask, online softmax") +
                 (!attn_drop ? "" : plan.attn_mask_kernel ? ", attention dropout (mask from the keep bits)" : ", attention dropout") +
                 ", ·V into the context" + (train ? " + row logsumexp (P is not stored)" : "") +
-                (plan.attn_fwd_stores_bits() ? " + dropout keep bits" : ""));
+                (plan.attn_fwd_stores_bits() ? " + dropout keep bits" : "") +
+                (plan.attn_fwd_stages == 2 ? "; next K/V tile prefetched (cp.async)" : ""));
   else
     b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
            "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",

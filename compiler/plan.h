@@ -98,6 +98,10 @@ struct LayerPlan {
   bool attn_keep_bits_saved = false;
   bool attn_mask_kernel = false;
   bool attn_fwd_stores_bits() const { return attn_keep_bits_saved && !attn_mask_kernel; }
+  // K/V tile buffers of attn_flash_fwd (kAttnFwdStages): 2 prefetches the next tile with cp.async
+  // while the current one is computed, where two buffers fit in 48 KB of static shared memory
+  // (head dim <= 96 with the mask from the bits kernel; flash_fwd_smem_bytes); else 1.
+  int attn_fwd_stages = 1;
   // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
   // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
   // attn_flash_bwd_dkdvdq computes dK, dV per key tile and adds the tile's dQ share with atomics
@@ -148,6 +152,9 @@ struct PlanOptions {
   AttnMask attn_mask = AttnMask::FromEnvironment;
   AttnDq attn_dq = AttnDq::FromEnvironment;
   BiasGrad bias_grad = BiasGrad::FromEnvironment;
+  // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 2). The plan
+  // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
+  int attn_fwd_stages = 0;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -162,6 +169,9 @@ AttnMask attn_mask_from_env();
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
+// Reads DSKC_ATTN_FWD_STAGES (unset, "", "2" -> 2; "1" -> 1); any other value is an Error(Config)
+// naming the variable.
+int attn_fwd_stages_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
 // other value is an Error(Config) naming the variable.
 BiasGrad bias_grad_from_env();
@@ -180,6 +190,10 @@ int row_threads(int vecs);
 int attn_rows_per_block(DType t, int max_seq);  // mirrors templates/common/attn_rows.cuh
 // Mirrors templates/common/flash.cuh: warps of the fused attention backward kernels.
 inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
+// Mirrors FlashFwdTile::smem_bytes (templates/common/flash.cuh): static shared memory of
+// attn_flash_fwd with `stages` K/V buffers, byte flags (the kernel draws the dropout mask) or bit
+// words (it reads the bits).
+int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;
 constexpr int kAttnDropoutBitsRows = 64;

@@ -19,6 +19,7 @@
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"
 #include "common/flash.cuh"
+#include "common/row_tiles.cuh"
 
 namespace dskc {
 
@@ -34,7 +35,12 @@ struct AttnFlashFwdParams {
 };
 
 // E is the storage type (the config's T); a parameter so nothing here is instantiated for fp32.
-template <typename E, bool kDropout, bool kStoreBits, bool kLoadBits>
+// kStages (kAttnFwdStages, the plan's choice): 2 double-buffers the K/V tiles — the next tile's
+// copies (cp.async, no register round trip) are in flight while the warps compute on the current
+// one; 1 loads each tile synchronously between two barriers (head dim 128, or the byte flags of
+// DSKC_ATTN_MASK=inline, leave no room for a second buffer under 48 KB of static shared memory;
+// DSKC_ATTN_FWD_STAGES=1 forces it). Same arithmetic in the same order either way.
+template <typename E, bool kDropout, bool kStoreBits, bool kLoadBits, int kStages = 1>
 __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
@@ -44,13 +50,16 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   constexpr int kKSteps = kHeadDim / 16;  // k-steps of Q·Kᵀ
   constexpr int kSTiles = F::kKeys / 8;   // n-tiles of S (keys)
   constexpr int kOTiles = kHeadDim / 8;   // n-tiles of O (head dim)
-  __shared__ __align__(16) E q_s[F::kRows][kFlashStride];
-  __shared__ __align__(16) E k_s[F::kKeys][kFlashStride];
-  __shared__ __align__(16) E v_s[F::kKeys][kFlashStride];
-  __shared__ float mask_s[F::kKeys];
+  static_assert(kStages == 1 || kStages == 2, "one or two K/V tile buffers");
   // Dropout flags of the tile: bytes [query][key] where this kernel draws them, else the bits as
   // words [query][key word] (kLoadBits: keep_words_load).
   constexpr bool kByteFlags = kDropout && !kLoadBits;
+  static_assert(kStages == 1 || F::smem_bytes(kStages, kByteFlags, kLoadBits) <= 48 * 1024,
+                "two K/V buffers need to fit in 48 KB of static shared memory (the plan checks the same)");
+  __shared__ __align__(16) E q_s[F::kRows][kFlashStride];
+  __shared__ __align__(16) E k_buf[kStages][F::kKeys][kFlashStride];
+  __shared__ __align__(16) E v_buf[kStages][F::kKeys][kFlashStride];
+  __shared__ float mask_s[F::kKeys];
   __shared__ __align__(16) unsigned char keep_s[kByteFlags ? F::kRows : 1][kByteFlags ? F::kKeys : 1];
   __shared__ uint32_t keep_w[kLoadBits ? F::kRows : 1][kLoadBits ? F::kKeys / 32 : 1];
 
@@ -67,9 +76,16 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   const int rows[2] = {q0 + wrow + g, q0 + wrow + g + 8};  // this thread's two query rows
   const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
 
-  flash::load_tile<E, F::kRows, F::kThreads>(q_s, q_g + static_cast<size_t>(q0) * ld, ld, seq - q0);
   // (Q's A fragments are re-read from shared memory per key tile rather than held in registers:
   // holding them pushed ptxas into spilling at d = 64.)
+  if constexpr (kStages == 2) {  // Q and the first K/V tile: the first cp.async group
+    flash::load_tile_async<E, F::kRows, F::kThreads>(q_s, q_g + static_cast<size_t>(q0) * ld, ld, seq - q0);
+    flash::load_tile_async<E, F::kKeys, F::kThreads>(k_buf[0], k_g, ld, seq);
+    flash::load_tile_async<E, F::kKeys, F::kThreads>(v_buf[0], v_g, ld, seq);
+    cp_async_commit();
+  } else {
+    flash::load_tile<E, F::kRows, F::kThreads>(q_s, q_g + static_cast<size_t>(q0) * ld, ld, seq - q0);
+  }
 
   float o[kOTiles][4];
 #pragma unroll
@@ -77,16 +93,33 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   float m[2] = {neg_inf(), neg_inf()};  // running row max (of this quad's row)
   float l[2] = {0.f, 0.f};              // running Σ exp(s − m) over this thread's columns
 
-  for (int k0 = 0; k0 < seq; k0 += F::kKeys) {
-    __syncthreads();  // every warp is done with the previous K/V tile
-    flash::load_tile<E, F::kKeys, F::kThreads>(k_s, k_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
-    flash::load_tile<E, F::kKeys, F::kThreads>(v_s, v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+  // One key tile; `cur` (flash::Buf<0> or <1>) names its K/V buffer at compile time, so the two
+  // buffers' shared-memory addresses are constants (a run-time index cost ~37 registers).
+  auto key_tile = [&](const int k0, auto cur) {
+    __syncthreads();  // every warp is done with the previous K/V tile (its buffer, mask and flags)
+    constexpr int buf = decltype(cur)::value;
+    const E (*k_s)[kFlashStride] = k_buf[buf];
+    const E (*v_s)[kFlashStride] = v_buf[buf];
+    if constexpr (kStages == 2) {
+      // Prefetch the next tile into the other buffer (free since the barrier above); an empty
+      // group at the last tile keeps "all but the newest group" meaning "this tile".
+      const int k1 = k0 + F::kKeys;
+      if (k1 < seq) {
+        flash::load_tile_async<E, F::kKeys, F::kThreads>(k_buf[buf ^ 1], k_g + static_cast<size_t>(k1) * ld, ld, seq - k1);
+        flash::load_tile_async<E, F::kKeys, F::kThreads>(v_buf[buf ^ 1], v_g + static_cast<size_t>(k1) * ld, ld, seq - k1);
+      }
+      cp_async_commit();
+    } else {
+      flash::load_tile<E, F::kKeys, F::kThreads>(k_buf[0], k_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+      flash::load_tile<E, F::kKeys, F::kThreads>(v_buf[0], v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+    }
     flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq);
     // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the bits.
     if constexpr (kLoadBits)
       flash::keep_words_load<F::kRows, F::kKeys, F::kThreads>(keep_w, p.bits, bh, seq, q0, k0);
     else if constexpr (kDropout)
       flash::dropout_tile<F::kRows, F::kKeys, F::kThreads>(keep_s, p.rng, bh, seq, q0, k0);
+    if constexpr (kStages == 2) cp_async_wait<1>();  // this thread's copies of tile k0 (and Q) landed
     __syncthreads();
     if constexpr (kStoreBits) flash::keep_bits_store<F::kRows, F::kKeys, F::kThreads>(p.bits, keep_s, bh, seq, q0, k0);
 
@@ -165,6 +198,14 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
         flash::mma16816<E>(o[n + 1], a, vb[2], vb[3]);
       }
     }
+  };
+  if constexpr (kStages == 2) {
+    for (int k0 = 0; k0 < seq; k0 += 2 * F::kKeys) {
+      key_tile(k0, flash::Buf<0>{});
+      if (k0 + F::kKeys < seq) key_tile(k0 + F::kKeys, flash::Buf<1>{});
+    }
+  } else {
+    for (int k0 = 0; k0 < seq; k0 += F::kKeys) key_tile(k0, flash::Buf<0>{});
   }
 
   // Normalize, write O and the logsumexp.

@@ -32,6 +32,13 @@ struct FlashFwdTile {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kWarps;               // query rows per block
   static constexpr int kKeys = kHeadDim <= 64 ? 64 : 32;  // key rows per inner step
+  // Static shared memory of attn_flash_fwd with kStages K/V tile buffers: Q, K, V tiles (16-bit),
+  // the mask row (fp32) and the tile's dropout flags (bytes where the kernel draws them, bit words
+  // where it reads them). compiler/plan.cpp mirrors this to choose kAttnFwdStages.
+  static constexpr int smem_bytes(int stages, bool byte_flags, bool word_flags) {
+    return 2 * (kHeadDim + 8) * (kRows + 2 * stages * kKeys) + 4 * kKeys + (byte_flags ? kRows * kKeys : 16) +
+           (word_flags ? kRows * (kKeys / 32) * 4 : 4);
+  }
 };
 // Backward: each warp owns 16 rows (keys in dK/dV, queries in dQ) and the block streams the other
 // side through shared memory kInner rows at a time. Head dims above 64 use 2 warps and 32-row inner
@@ -75,6 +82,12 @@ enum FlashDq { kDqPerQueryTile = 0, kDqAtomic = 1, kDqGemm = 2 };
 constexpr int kFlashStride = kHeadDim + 8;
 
 namespace flash {
+
+// A compile-time buffer index (double-buffered tiles).
+template <int N>
+struct Buf {
+  static constexpr int value = N;
+};
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -154,6 +167,23 @@ __device__ __forceinline__ void load_tile(E (*dst)[kFlashStride], const E* src, 
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
     if (r < valid) v = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(r) * ld + k);
     *reinterpret_cast<uint4*>(&dst[r][k]) = v;
+  }
+}
+
+// load_tile's asynchronous form (cp.async, 16 bytes per copy, no register round trip): rows >=
+// valid are zero-filled by a source size of 0 (row 0's address is passed, never read; valid >= 1).
+// The copies join the thread's current cp.async group (cp_async_commit / cp_async_wait in
+// row_tiles.cuh); after the wait a __syncthreads() publishes every thread's copies to the block.
+template <typename E, int kTileRows, int kThreads>
+__device__ __forceinline__ void load_tile_async(E (*dst)[kFlashStride], const E* src, size_t ld, int valid) {
+  constexpr int kChunks = kHeadDim / 8;
+  for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, k = (c % kChunks) * 8;
+    const bool in = r < valid;
+    const E* from = src + static_cast<size_t>(in ? r : 0) * ld + k;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(&dst[r][k])), "l"(from),
+                 "r"(in ? 16 : 0)
+                 : "memory");
   }
 }
 

@@ -963,7 +963,7 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
       CHECK(h.find(std::string("constexpr bool kAttnFwdLoadsBits = ") + (kernel ? "true;" : "false;")) !=
             std::string::npos);
       CHECK(p.find_kernel("attn_flash_fwd")->instantiation ==
-            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits>");
+            "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits, kAttnFwdStages>");
       CHECK(p.find_kernel("attn_flash_bwd_dkdv")->instantiation ==
             "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
     }
@@ -1017,6 +1017,50 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
     dskc_test::ScopedEnv env("DSKC_ATTN_MASK", bad);
     error_of([] { make_plan(with_dtype(bert_large(), DType::F32)); }, ErrorKind::Config);
   }
+}
+
+TEST_CASE("attn_flash_fwd double-buffers K/V where two buffers fit in 48 KB; DSKC_ATTN_FWD_STAGES=1 turns it off") {
+  auto stages = [](LayerConfig c, int head_dim, AttnMask m, double attn_p = 0.1, int opt_stages = 0) {
+    c.heads = c.hidden_size / head_dim;
+    c.attn_dropout_ratio = attn_p;
+    PlanOptions o{AttentionPath::FusedWhereSupported, m};
+    o.attn_fwd_stages = opt_stages;
+    return make_plan(c, o).attn_fwd_stages;
+  };
+  const LayerConfig c = bert_large();  // hidden 1024
+  dskc_test::ScopedEnv unset("DSKC_ATTN_FWD_STAGES", nullptr);
+  CHECK(stages(c, 64, AttnMask::Kernel) == 2);  // BERT-Large, the default mask source
+  CHECK(stages(c, 32, AttnMask::Kernel) == 2);
+  CHECK(stages(c, 16, AttnMask::Kernel) == 2);
+  CHECK(stages(c, 128, AttnMask::Kernel) == 1);  // 52 KB with two
+  CHECK(stages(c, 64, AttnMask::Inline) == 1);   // the byte flags of the kernel's own Philox draw
+  CHECK(stages(c, 64, AttnMask::Inline, 0.0) == 2);  // no attention dropout: no flags
+  CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 1) == 1);  // PlanOptions caps it
+  LayerConfig hd = c;
+  hd.hidden_size = 960;
+  CHECK(stages(hd, 80, AttnMask::Kernel) == 2);
+  CHECK(stages(hd, 96, AttnMask::Kernel) == 2);
+  LayerConfig inf = c;
+  inf.training = false;
+  CHECK(stages(inf, 64, AttnMask::Inline) == 2);  // inference: no dropout flags
+  CHECK(make_plan(c, {AttentionPath::Unfused}).attn_fwd_stages == 1);
+  CHECK(make_plan(with_dtype(c, DType::F32)).attn_fwd_stages == 1);  // fp32: unfused attention
+  // The mirror against the kernel's arrays at BERT-Large: Q 64x72, 2x2 K/V 64x72 (fp16), the
+  // fp32 mask row, 64x2 bit words, the unused byte-flag placeholder.
+  CHECK(flash_fwd_smem_bytes(64, 2, false, true) == 2 * 72 * (64 + 256) + 256 + 16 + 512);
+  CHECK(flash_fwd_smem_bytes(64, 2, true, false) > 48 * 1024);
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", "1");
+    CHECK(stages(c, 64, AttnMask::Kernel) == 1);
+    CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 2) == 2);  // explicit options win over the environment
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", "2");
+    CHECK(stages(c, 64, AttnMask::Kernel) == 2);
+    CHECK(stages(c, 128, AttnMask::Kernel) == 1);  // still only where it fits
+  }
+  for (const char* bad : {"3", "0", "two", " 2"})
+    check_env_error("DSKC_ATTN_FWD_STAGES", bad, "2", "1", [] { attn_fwd_stages_from_env(); });
 }
 
 TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "
@@ -1527,6 +1571,17 @@ void compile_module(const ModuleCase& mc) {
                        it->spill_bytes <= 16;
     CHECK_MESSAGE((it->spill_bytes == 0 || known), k.name << " spills " << it->spill_bytes << " bytes");
     CHECK(r.module.image.find(k.name) != std::string::npos);  // the symbol is in the cubin
+    if (k.name == "attn_flash_fwd") {
+      // The plan's mirror of the kernel's static shared memory (which picks its K/V buffers) is an
+      // upper bound within 32 bytes (the flag arrays' placeholders, which ptxas drops when unused),
+      // and two buffers stay within 48 KB.
+      const bool drop = plan.cfg.training && plan.cfg.attn_dropout_ratio > 0;
+      const int est = flash_fwd_smem_bytes(plan.cfg.head_dim(), plan.attn_fwd_stages, drop && !plan.attn_mask_kernel,
+                                           plan.attn_mask_kernel);
+      CHECK(it->shared_bytes <= est);
+      CHECK(it->shared_bytes >= est - 32);
+      if (plan.attn_fwd_stages == 2) CHECK(it->shared_bytes <= 48 * 1024);
+    }
   }
   CHECK(r.module.manifest_json.find("\"config_hash\": \"" + plan.config_hash + "\"") != std::string::npos);
 }

@@ -97,6 +97,7 @@ struct Result {
   std::vector<uint32_t> bits;  // attn_dropout_bits as the backward read them (saved or workspace)
   std::map<std::string, std::vector<float>> grads;
   bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false;
+  int fwd_stages = 0;  // the plan's attn_fwd_stages
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
@@ -129,6 +130,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.saves_bits = layer.plan().attn_keep_bits_saved;
   r.dq_atomic = layer.plan().attn_dq_atomic;
   r.dq_gemm = layer.plan().attn_dq_gemm;
+  r.fwd_stages = layer.plan().attn_fwd_stages;
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
     const size_t words = rows * c.heads * ((S + 31) / 32);
@@ -428,6 +430,52 @@ TEST_CASE("fused attention: keep bits saved, rewritten (attn_dropout_checkpoint)
   check_case({"d128-s200-adc", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true, true}, false);
   check_case({"d64-s127-kernel", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, false, true}, false);
   check_case({"d80-s381-kernel-adc", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, true, true, true}, false);
+}
+
+// attn_flash_fwd with two K/V buffers (the next tile prefetched by cp.async; the default where
+// they fit) against one buffer (DSKC_ATTN_FWD_STAGES=1): the same arithmetic in the same order, so
+// every output and gradient is bitwise equal. Tile counts odd and even, partial last tiles, one
+// tile, the 32-key tiles of head dims above 64, with and without attention dropout.
+void check_fwd_stages(const Case& k, int want_stages) {
+  if (!selected(k.name)) return;
+  const LayerConfig c = config_of(k);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size;
+  INFO("case " << k.name << ": two K/V buffers vs one, B=" << B << " S=" << S << " " << dtype_name(t));
+  const Progress progress(std::string(k.name) + " K/V buffers");
+  Context ctx;
+  auto params = init_layer_params(c, 9);
+  for (auto& [name, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  auto [x, dy, mask] = inputs_of(k, H, t, 7, 8);
+  const Result two = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, "kernel");
+  Result one;
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", "1");
+    one = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, "kernel");
+  }
+  REQUIRE(two.fused);
+  CHECK(two.fwd_stages == want_stages);
+  CHECK(one.fwd_stages == 1);
+  CHECK(two.out == one.out);
+  CHECK(two.ctx == one.ctx);
+  CHECK(two.lse == one.lse);
+  CHECK(two.bits == one.bits);
+  CHECK(two.dqkv == one.dqkv);
+  CHECK(two.dx == one.dx);
+  for (const auto& [name, v] : one.grads) CHECK_MESSAGE(two.grads.at(name) == v, name);
+}
+
+TEST_CASE("fused attention forward: two K/V buffers (cp.async prefetch) and one give bitwise equal results") {
+  dskc_test::require_gpu();
+  check_fwd_stages({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, 2);
+  check_fwd_stages({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, 2);
+  check_fwd_stages({"d64-s65", 2, 72, 65, 256, 4, DType::BF16, false, 0.0, true}, 2);
+  check_fwd_stages({"d64-s191", 1, 192, 191, 128, 2, DType::F16, true, 0.2, true}, 2);
+  check_fwd_stages({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true}, 2);
+  check_fwd_stages({"d80-s381", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, true}, 2);
+  check_fwd_stages({"d96-s97", 2, 128, 97, 192, 2, DType::F16, true, 0.0, false}, 2);
+  check_fwd_stages({"d128-s200", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true}, 1);  // no room for two
 }
 
 TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
