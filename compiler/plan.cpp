@@ -122,9 +122,9 @@ AttnDq attn_dq_from_env() {
 }
 
 int attn_fwd_stages_from_env() {
-  return env_choice("DSKC_ATTN_FWD_STAGES", 2, {{"2", 2}, {"1", 1}},
-                    "\"2\" (the default: attn_flash_fwd prefetches the next K/V tile with cp.async where two "
-                    "buffers fit) or \"1\" (one buffer, each tile loaded between two barriers)");
+  return env_choice("DSKC_ATTN_FWD_STAGES", 1, {{"1", 1}, {"2", 2}},
+                    "\"1\" (the default: attn_flash_fwd loads each K/V tile between two barriers) or \"2\" (it "
+                    "prefetches the next tile with cp.async into a second buffer where two fit)");
 }
 
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags) {

@@ -98,9 +98,11 @@ struct LayerPlan {
   bool attn_keep_bits_saved = false;
   bool attn_mask_kernel = false;
   bool attn_fwd_stores_bits() const { return attn_keep_bits_saved && !attn_mask_kernel; }
-  // K/V tile buffers of attn_flash_fwd (kAttnFwdStages): 2 prefetches the next tile with cp.async
-  // while the current one is computed, where two buffers fit in 48 KB of static shared memory
-  // (head dim <= 96 with the mask from the bits kernel; flash_fwd_smem_bytes); else 1.
+  // K/V tile buffers of attn_flash_fwd (kAttnFwdStages): 1 by default; 2 (DSKC_ATTN_FWD_STAGES=2)
+  // prefetches the next tile with cp.async while the current one is computed, where two buffers fit
+  // in 48 KB of static shared memory (head dim <= 96 with the mask from the bits kernel;
+  // flash_fwd_smem_bytes). Two measured slower on the H200 (BERT-Large: 130 registers instead of
+  // 98, 3 resident blocks per SM instead of 4; layer +1.1% / +2.0% at (64,128) / (16,512)).
   int attn_fwd_stages = 1;
   // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
   // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
@@ -152,7 +154,7 @@ struct PlanOptions {
   AttnMask attn_mask = AttnMask::FromEnvironment;
   AttnDq attn_dq = AttnDq::FromEnvironment;
   BiasGrad bias_grad = BiasGrad::FromEnvironment;
-  // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 2). The plan
+  // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 1). The plan
   // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
   int attn_fwd_stages = 0;
 };
@@ -169,7 +171,7 @@ AttnMask attn_mask_from_env();
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
-// Reads DSKC_ATTN_FWD_STAGES (unset, "", "2" -> 2; "1" -> 1); any other value is an Error(Config)
+// Reads DSKC_ATTN_FWD_STAGES (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config)
 // naming the variable.
 int attn_fwd_stages_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any

@@ -35,11 +35,13 @@ struct AttnFlashFwdParams {
 };
 
 // E is the storage type (the config's T); a parameter so nothing here is instantiated for fp32.
-// kStages (kAttnFwdStages, the plan's choice): 2 double-buffers the K/V tiles — the next tile's
-// copies (cp.async, no register round trip) are in flight while the warps compute on the current
-// one; 1 loads each tile synchronously between two barriers (head dim 128, or the byte flags of
-// DSKC_ATTN_MASK=inline, leave no room for a second buffer under 48 KB of static shared memory;
-// DSKC_ATTN_FWD_STAGES=1 forces it). Same arithmetic in the same order either way.
+// kStages (kAttnFwdStages, the plan's choice): 1 (the default) loads each K/V tile synchronously
+// between two barriers; 2 (DSKC_ATTN_FWD_STAGES=2, where it fits: not at head dim 128 nor with the
+// byte flags of DSKC_ATTN_MASK=inline, under 48 KB of static shared memory) double-buffers them —
+// the next tile's copies (cp.async, no register round trip) are in flight while the warps compute
+// on the current one. Same arithmetic in the same order either way. Two buffers measured slower
+// on the H200 at BERT-Large (ptxas: 130 registers instead of 98, so 3 resident blocks per SM
+// instead of 4, which hid the loads as well): kept as the starting point for a leaner pipeline.
 template <typename E, bool kDropout, bool kStoreBits, bool kLoadBits, int kStages = 1>
 __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");

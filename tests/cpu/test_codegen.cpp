@@ -1019,8 +1019,8 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
   }
 }
 
-TEST_CASE("attn_flash_fwd double-buffers K/V where two buffers fit in 48 KB; DSKC_ATTN_FWD_STAGES=1 turns it off") {
-  auto stages = [](LayerConfig c, int head_dim, AttnMask m, double attn_p = 0.1, int opt_stages = 0) {
+TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 double-buffers where two fit in 48 KB") {
+  auto stages = [](LayerConfig c, int head_dim, AttnMask m, double attn_p = 0.1, int opt_stages = 2) {
     c.heads = c.hidden_size / head_dim;
     c.attn_dropout_ratio = attn_p;
     PlanOptions o{AttentionPath::FusedWhereSupported, m};
@@ -1028,14 +1028,13 @@ TEST_CASE("attn_flash_fwd double-buffers K/V where two buffers fit in 48 KB; DSK
     return make_plan(c, o).attn_fwd_stages;
   };
   const LayerConfig c = bert_large();  // hidden 1024
-  dskc_test::ScopedEnv unset("DSKC_ATTN_FWD_STAGES", nullptr);
   CHECK(stages(c, 64, AttnMask::Kernel) == 2);  // BERT-Large, the default mask source
   CHECK(stages(c, 32, AttnMask::Kernel) == 2);
   CHECK(stages(c, 16, AttnMask::Kernel) == 2);
   CHECK(stages(c, 128, AttnMask::Kernel) == 1);  // 52 KB with two
   CHECK(stages(c, 64, AttnMask::Inline) == 1);   // the byte flags of the kernel's own Philox draw
   CHECK(stages(c, 64, AttnMask::Inline, 0.0) == 2);  // no attention dropout: no flags
-  CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 1) == 1);  // PlanOptions caps it
+  CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 1) == 1);
   LayerConfig hd = c;
   hd.hidden_size = 960;
   CHECK(stages(hd, 80, AttnMask::Kernel) == 2);
@@ -1043,24 +1042,33 @@ TEST_CASE("attn_flash_fwd double-buffers K/V where two buffers fit in 48 KB; DSK
   LayerConfig inf = c;
   inf.training = false;
   CHECK(stages(inf, 64, AttnMask::Inline) == 2);  // inference: no dropout flags
-  CHECK(make_plan(c, {AttentionPath::Unfused}).attn_fwd_stages == 1);
-  CHECK(make_plan(with_dtype(c, DType::F32)).attn_fwd_stages == 1);  // fp32: unfused attention
+  PlanOptions two{AttentionPath::Unfused};
+  two.attn_fwd_stages = 2;
+  CHECK(make_plan(c, two).attn_fwd_stages == 1);
+  two.attention = AttentionPath::FusedWhereSupported;
+  CHECK(make_plan(with_dtype(c, DType::F32), two).attn_fwd_stages == 1);  // fp32: unfused attention
   // The mirror against the kernel's arrays at BERT-Large: Q 64x72, 2x2 K/V 64x72 (fp16), the
   // fp32 mask row, 64x2 bit words, the unused byte-flag placeholder.
   CHECK(flash_fwd_smem_bytes(64, 2, false, true) == 2 * 72 * (64 + 256) + 256 + 16 + 512);
   CHECK(flash_fwd_smem_bytes(64, 2, true, false) > 48 * 1024);
+  // The environment, read when the options leave it open (0).
   {
-    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", "1");
-    CHECK(stages(c, 64, AttnMask::Kernel) == 1);
-    CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 2) == 2);  // explicit options win over the environment
+    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", nullptr);
+    CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 0) == 1);  // the default: one buffer (measured faster)
+    CHECK(make_plan(c).attn_fwd_stages == 1);
   }
   {
     dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", "2");
-    CHECK(stages(c, 64, AttnMask::Kernel) == 2);
-    CHECK(stages(c, 128, AttnMask::Kernel) == 1);  // still only where it fits
+    CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 0) == 2);
+    CHECK(stages(c, 128, AttnMask::Kernel, 0.1, 0) == 1);  // still only where it fits
+    CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 1) == 1);   // explicit options win over the environment
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", "1");
+    CHECK(stages(c, 64, AttnMask::Kernel, 0.1, 0) == 1);
   }
   for (const char* bad : {"3", "0", "two", " 2"})
-    check_env_error("DSKC_ATTN_FWD_STAGES", bad, "2", "1", [] { attn_fwd_stages_from_env(); });
+    check_env_error("DSKC_ATTN_FWD_STAGES", bad, "1", "2", [] { attn_fwd_stages_from_env(); });
 }
 
 TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "
@@ -1518,6 +1526,7 @@ struct ModuleCase {
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd + attn_flash_fwd reading bits
   bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
   bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
+  int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -1535,11 +1544,12 @@ void compile_module(const ModuleCase& mc) {
   c.gelu_approximation = mc.tanh ? GeluForm::Tanh : GeluForm::Erf;
   c.stochastic_mode = mc.stochastic;
   INFO(std::string(mc.arch) << " " << to_json_text(c, -1));
-  const LayerPlan plan =
-      make_plan(c, {mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
-                    mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel   ? AttnDq::Kernel
-                    : mc.dq_atomic ? AttnDq::Atomic
-                                   : AttnDq::Gemm});
+  PlanOptions opt{mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
+                  mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel   ? AttnDq::Kernel
+                  : mc.dq_atomic ? AttnDq::Atomic
+                                 : AttnDq::Gemm};
+  opt.attn_fwd_stages = mc.fwd_stages;
+  const LayerPlan plan = make_plan(c, opt);
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -1695,6 +1705,27 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},
       {.hidden = 256, .heads = 8, .seq = 33, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .mask_kernel = true},
       {.hidden = 1024, .heads = 8, .seq = 381, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .mask_kernel = true},
+  };
+  for (const auto& c : cases) compile_module(c);
+}
+
+TEST_CASE("whole modules compile with attn_flash_fwd's two K/V buffers (DSKC_ATTN_FWD_STAGES=2), head dims 16..128") {
+  constexpr DType F16 = DType::F16, BF16 = DType::BF16;
+  const ModuleCase cases[] = {
+      // BERT-Large (d 64) with the bits kernel's mask, both arches; attn_dropout_checkpoint.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .fwd_stages = 2},
+      {.hidden = 1024, .heads = 16, .seq = 512, .dtype = BF16, .arch = "sm_80", .flags = kAttnCkpt, .mask_kernel = true,
+       .fwd_stages = 2},
+      // d 16, 32 (64-key tiles), 80, 96 (32-key tiles); no attention dropout; inference.
+      {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .fwd_stages = 2},
+      {.hidden = 256, .heads = 8, .seq = 509, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .mask_kernel = true,
+       .fwd_stages = 2},
+      {.hidden = 2560, .heads = 32, .seq = 381, .dtype = BF16, .arch = "sm_90", .mask_kernel = true, .fwd_stages = 2},
+      {.hidden = 768, .heads = 8, .seq = 128, .dtype = F16, .arch = "sm_80", .attn_drop = 0, .fwd_stages = 2},
+      {.hidden = 1024, .heads = 16, .seq = 7, .dtype = F16, .arch = "sm_90", .training = false, .fwd_stages = 2},
+      // Where two do not fit the plan keeps one: d 128; the byte flags of DSKC_ATTN_MASK=inline.
+      {.hidden = 1024, .heads = 8, .seq = 200, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .fwd_stages = 2},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .fwd_stages = 2},
   };
   for (const auto& c : cases) compile_module(c);
 }
