@@ -29,7 +29,7 @@ if [ "$MODE" = memory ]; then
 fi
 if [ "$MODE" != bench ]; then
   step "ctest -L gpu"
-  (cd build-gpu && ctest -L gpu -V -j3 --timeout 400) > "$OUT/ctest_gpu.log" 2>&1
+  (cd build-gpu && ctest -L gpu -V -j6 --timeout 400) > "$OUT/ctest_gpu.log" 2>&1
   grep -E "tests passed|tests failed|Failed|\*\*\*Failed|ERROR|error:" "$OUT/ctest_gpu.log" | head -40
   grep -E "gpu rel" "$OUT/ctest_gpu.log" | awk '{printf "%s %s %s | plain %s\n", $2, $3, $5, $NF}' | sort -k3 -g -r | head -8
   step "compute-sanitizer"

@@ -101,8 +101,9 @@ struct LayerPlan {
   // K/V tile buffers of attn_flash_fwd (kAttnFwdStages): 1 by default; 2 (DSKC_ATTN_FWD_STAGES=2)
   // prefetches the next tile with cp.async while the current one is computed, where two buffers fit
   // in 48 KB of static shared memory (head dim <= 96 with the mask from the bits kernel;
-  // flash_fwd_smem_bytes). Two measured slower on the H200 (BERT-Large: 130 registers instead of
-  // 98, 3 resident blocks per SM instead of 4; layer +1.1% / +2.0% at (64,128) / (16,512)).
+  // flash_fwd_smem_bytes). Two measured no faster on the H200 (BERT-Large: 130 registers instead
+  // of 98, 3 resident blocks per SM instead of 4; kernel −1%, layer +1.1% / +2.0% at (64,128) /
+  // (16,512)).
   int attn_fwd_stages = 1;
   // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
   // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
