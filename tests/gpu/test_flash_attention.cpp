@@ -370,6 +370,17 @@ TEST_CASE("fused attention: sequence lengths 1, 7, 33, 381, 509 (partial tiles)"
   check_case({"d32-s509", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true}, false);
 }
 
+// Two runs of one layer and inputs gave the same keep bits, outputs, attention tensors and gradients, bit for bit.
+void check_bitwise_equal(const Result& a, const Result& r) {
+  CHECK(a.bits == r.bits);
+  CHECK(a.out == r.out);
+  CHECK(a.ctx == r.ctx);
+  CHECK(a.lse == r.lse);
+  CHECK(a.dqkv == r.dqkv);
+  CHECK(a.dx == r.dx);
+  for (const auto& [name, v] : a.grads) CHECK_MESSAGE(r.grads.at(name) == v, name);
+}
+
 // The same layer and inputs with the keep bits from every source: saved by attn_flash_fwd (no flag,
 // DSKC_ATTN_MASK=inline), rewritten in backward by attn_dropout_bits_bwd (attn_dropout_checkpoint),
 // written by attn_dropout_bits_fwd and read by attn_flash_fwd (DSKC_ATTN_MASK=kernel), and both.
@@ -403,13 +414,7 @@ void check_keep_bit_sources(const Case& k) {
       const Result r = run(ctx, adc ? cr : c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, mask_src);
       REQUIRE(r.fused);
       CHECK(r.saves_bits == !adc);
-      CHECK(a.bits == r.bits);
-      CHECK(a.out == r.out);
-      CHECK(a.ctx == r.ctx);
-      CHECK(a.lse == r.lse);
-      CHECK(a.dqkv == r.dqkv);
-      CHECK(a.dx == r.dx);
-      for (const auto& [name, v] : a.grads) CHECK_MESSAGE(r.grads.at(name) == v, name);
+      check_bitwise_equal(a, r);
     }
 }
 
@@ -457,13 +462,7 @@ void check_fwd_stages(const Case& k, int want_stages) {
   REQUIRE(two.fused);
   CHECK(two.fwd_stages == want_stages);
   CHECK(one.fwd_stages == 1);
-  CHECK(two.out == one.out);
-  CHECK(two.ctx == one.ctx);
-  CHECK(two.lse == one.lse);
-  CHECK(two.bits == one.bits);
-  CHECK(two.dqkv == one.dqkv);
-  CHECK(two.dx == one.dx);
-  for (const auto& [name, v] : one.grads) CHECK_MESSAGE(two.grads.at(name) == v, name);
+  check_bitwise_equal(one, two);
 }
 
 TEST_CASE("fused attention forward: two K/V buffers (cp.async prefetch) and one give bitwise equal results") {
