@@ -115,10 +115,10 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
         continue;
       blas().cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
                                                sizeof(schemes), &got);
-      // Only algorithms that sum the parts out of place in the compute type (fp32). The in-place
-      // scheme orders the parts through counters in the workspace, i.e. thread blocks that wait on
-      // one another (a stochastic_mode GPU test hung once bias column sums were tuned too), and no
-      // split-K variant has ever won in the layer.
+      // Only algorithms that sum the parts out of place in the compute type (fp32): the in-place
+      // scheme orders the parts through counters in the workspace (thread blocks that wait on one
+      // another), and no split-K variant has ever won in the layer. The hang that was first blamed
+      // on it came from too many splits of a tiny k (splitk_counts).
       if (!(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)) continue;
       const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
       for (int32_t splits : splitk_counts(s.k)) {

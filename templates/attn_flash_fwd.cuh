@@ -19,7 +19,6 @@
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"
 #include "common/flash.cuh"
-#include "common/row_tiles.cuh"
 
 namespace dskc {
 

@@ -22,6 +22,7 @@
 #include "dskc_config.cuh"
 #include "common/types.cuh"
 #include "common/dropout.cuh"
+#include "common/row_tiles.cuh"
 
 namespace dskc {
 
@@ -171,7 +172,7 @@ __device__ __forceinline__ void load_tile(E (*dst)[kFlashStride], const E* src, 
 }
 
 // load_tile's asynchronous form (cp.async, 16 bytes per copy, no register round trip): rows >=
-// valid are zero-filled by a source size of 0 (row 0's address is passed, never read; valid >= 1).
+// valid are zero-filled (cp_async_zfill16; row 0's address is passed, never read; valid >= 1).
 // The copies join the thread's current cp.async group (cp_async_commit / cp_async_wait in
 // row_tiles.cuh); after the wait a __syncthreads() publishes every thread's copies to the block.
 template <typename E, int kTileRows, int kThreads>
@@ -180,10 +181,7 @@ __device__ __forceinline__ void load_tile_async(E (*dst)[kFlashStride], const E*
   for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) {
     const int r = c / kChunks, k = (c % kChunks) * 8;
     const bool in = r < valid;
-    const E* from = src + static_cast<size_t>(in ? r : 0) * ld + k;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(&dst[r][k])), "l"(from),
-                 "r"(in ? 16 : 0)
-                 : "memory");
+    cp_async_zfill16(&dst[r][k], src + static_cast<size_t>(in ? r : 0) * ld + k, in);
   }
 }
 

@@ -32,6 +32,13 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem), "n"(kBytes) : "memory");
 }
+// 16 bytes, or (valid false) 16 zero bytes: cp.async's source size 0 reads nothing from gmem, which
+// must still be a valid address (callers pass a row inside the tensor).
+__device__ __forceinline__ void cp_async_zfill16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
