@@ -271,11 +271,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
 
   // ---- forward kernels, in launch order ----
-  if (plan.attn_mask_kernel)
-    b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
-                   std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel; "
-                               "on the side stream next to the LayerNorm and the QKV GEMM)") +
-                       (bits_saved ? ", kept for backward" : ""));
   if (pre)
     b.rows(Pass::Forward, "layernorm_fwd_norm", "layernorm_fwd", "LayerNormFwdParams",
            "layernorm_fwd_impl<kHidden>", H,
@@ -284,6 +279,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                     ? "; re-run in backward for the attn_qkvw gradient (normalize_invertible keeps only mean/rstd)"
                     : ""));
   const int fb = 32 * flash_bwd_warps(c.head_dim());  // fused backward block (2 or 4 warps)
+  if (plan.attn_mask_kernel)
+    b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
+                   std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel)") +
+                       (bits_saved ? ", kept for backward" : ""));
   if (fused) {
     b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
             "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits, kAttnFwdStages>",

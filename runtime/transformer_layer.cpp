@@ -103,16 +103,6 @@ bool layer_side_stream_from_env() {
                     "default)");
 }
 
-void TransformerLayer::begin_side() {
-  side_ = side_enabled_ && !prof_;
-  side_touched_.clear();
-  side_events_used_ = 0;
-  if (side_) {
-    side_lane_ = ctx_.side_lane();
-    if (!fork_event_) DSKC_CU(cuEventCreate(&fork_event_, CU_EVENT_DISABLE_TIMING));
-  }
-}
-
 void TransformerLayer::fork() {
   if (!side_) return;
   DSKC_CU(cuEventRecord(fork_event_, ctx_.stream()));
@@ -374,15 +364,6 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   auto mean_buf = [&](const char* name) { return F(!train || inv ? t("ln_scratch_mean") : t(name)); };
   auto rstd_buf = [&](const char* name) { return F(!train ? t("ln_scratch_rstd") : t(name)); };
 
-  // The attention dropout keep bits depend on nothing the layer computes: drawn first, on the side
-  // stream when there is one (an ALU-bound Philox kernel next to the memory-bound LayerNorm and the
-  // QKV GEMM), joined before attn_flash_fwd reads them.
-  if (plan_.fused_attention && plan_.attn_mask_kernel) {
-    begin_side();
-    kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch, seq, rng};
-    run_kernel("attn_dropout_bits_fwd", &pk, rows, /*on_side=*/true);
-    side_done({t("attn_dropout_bits")});
-  }
   // Attention input: LN(x) in Pre-LN, x in Post-LN.
   CUdeviceptr h1 = input;
   if (pre) {
@@ -403,7 +384,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     // ctx = dropout(softmax(Q·Kᵀ/√d + mask))·V in one kernel; training keeps the row logsumexp and,
     // unless attn_dropout_checkpoint, the dropout keep bits: stored by attn_flash_fwd, or with
     // DSKC_ATTN_MASK=kernel written first by attn_dropout_bits_fwd and read by attn_flash_fwd.
-    if (plan_.attn_mask_kernel) main_waits_for(t("attn_dropout_bits"));  // drawn on the side stream above
+    if (plan_.attn_mask_kernel) {
+      kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch, seq, rng};
+      run_kernel("attn_dropout_bits_fwd", &pk, rows);
+    }
     const bool fwd_bits = plan_.attn_fwd_stores_bits() || plan_.attn_mask_kernel;
     kp::AttnFlashFwd p{P(t("qkv")), P(mask_), P(t("attn_context")), train ? F(t("attn_lse")) : nullptr,
                        fwd_bits ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng};
@@ -445,7 +429,6 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
                                 rstd_buf("ln_norm_rstd"), rows, rng};
     run_kernel("bias_dropout_residual_layernorm_fwd_ffn", &p, rows);
   }
-  join();  // no-op without side work (the bits kernel's was waited for already)
   have_forward_ = train;
 }
 
@@ -470,7 +453,13 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // Two streams (LayerOptions::side_stream): the weight-gradient GEMMs go to the side stream as soon
   // as their operands exist; the main stream runs the chain of data gradients and waits for side
   // work only before it overwrites a buffer that work reads (main_waits_for) and at the end (join).
-  begin_side();
+  side_ = side_enabled_ && !prof_;
+  side_touched_.clear();
+  side_events_used_ = 0;
+  if (side_) {
+    side_lane_ = ctx_.side_lane();
+    if (!fork_event_) DSKC_CU(cuEventCreate(&fork_event_, CU_EVENT_DISABLE_TIMING));
+  }
   // Tensors backward regenerates that no main-stream step needs before the attention backward go
   // first on the side stream (overlapping the FFN backward), else where they are needed: the
   // attention dropout keep bits under attn_dropout_checkpoint and, in Pre-LN with

@@ -105,14 +105,11 @@ class TransformerLayer : public GpuLayer {
   unsigned grid_for(const KernelInfo& k, int rows) const;
   // On the main stream, or with on_side on the side stream after it waited for the main stream's work.
   void run_kernel(const std::string& name, const void* params, int rows, bool on_side = false);
-  // Side-stream bookkeeping of one forward or backward (all no-ops when side_ is false): fork() makes the side
+  // Side-stream bookkeeping of one backward (all no-ops when side_ is false): fork() makes the side
   // stream wait for what the main stream has enqueued; side_done(bufs) records that the side work
   // enqueued so far reads or writes bufs; main_waits_for(buf) makes the main stream wait for the
   // side work that touches buf (before the main stream overwrites it or reads what it wrote);
   // join() makes the main stream wait for all side work.
-  // begin_side() decides whether this forward or backward uses the side stream (side_) and resets
-  // the bookkeeping.
-  void begin_side();
   void fork();
   void side_done(std::initializer_list<CUdeviceptr> bufs);
   void main_waits_for(CUdeviceptr buf);

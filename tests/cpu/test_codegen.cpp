@@ -937,12 +937,11 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
       CHECK((p.find_saved("attn_dropout_bits") != nullptr) == !adc);
       CHECK(in_workspace(p) == adc);
       CHECK(p.activation_bytes() == fused_plan(bert_large()).activation_bytes() - (adc ? bits_bytes : 0));
-      // attn_dropout_bits_fwd first with DSKC_ATTN_MASK=kernel (the runtime launches it on the side
-      // stream, next to the LayerNorm and the QKV GEMM); with the flag
+      // attn_dropout_bits_fwd right before attn_flash_fwd with DSKC_ATTN_MASK=kernel; with the flag
       // attn_dropout_bits_bwd right before attn_flash_bwd_dkdv (after the D = rowsum(dO ⊙ O) kernel).
       CHECK((index(p, "attn_dropout_bits_fwd") >= 0) == kernel);
       CHECK((index(p, "attn_dropout_bits_bwd") >= 0) == adc);
-      if (kernel) CHECK(index(p, "attn_dropout_bits_fwd") == 0);
+      if (kernel) CHECK(index(p, "attn_dropout_bits_fwd") == index(p, "attn_flash_fwd") - 1);
       if (adc) CHECK(index(p, "attn_dropout_bits_bwd") == index(p, "attn_flash_bwd_dkdv") - 1);
       CHECK(p.kernels.size() == fused_plan(bert_large()).kernels.size() + kernel + adc);
       for (const char* name : {"attn_dropout_bits_fwd", "attn_dropout_bits_bwd"})
