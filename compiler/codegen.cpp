@@ -64,7 +64,6 @@ std::string emit_config_header(const LayerPlan& plan) {
                                            : "DSKC_ATTN_MASK=inline: attn_flash_fwd draws the mask with Philox");
   o << fmt::format("constexpr int kAttnFwdStages = {};  // attn_flash_fwd's K/V tile buffers{}\n", plan.attn_fwd_stages,
                    plan.attn_fwd_stages == 2 ? " (the next tile prefetched with cp.async)" : "");
-  o << fmt::format("constexpr int kAttnFwdWarpRows = {};  // attn_flash_fwd's query rows per warp\n", plan.attn_fwd_warp_rows);
   if (attn_drop)
     o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^16 (16-bit draw)\n",
                      thr(c.attn_dropout_ratio))

@@ -127,14 +127,8 @@ int attn_fwd_stages_from_env() {
                     "prefetches the next tile with cp.async into a second buffer where two fit)");
 }
 
-int attn_fwd_warp_rows_from_env() {
-  return env_choice("DSKC_ATTN_FWD_WARP_ROWS", kDefaultAttnFwdWarpRows, {{"16", 16}, {"32", 32}},
-                    "\"16\" (attn_flash_fwd: 16 query rows per warp, 64 per block) or \"32\" (32 per warp, 128 per "
-                    "block: each K/V fragment feeds two mma tiles; head dim <= 64 only)");
-}
-
-int flash_fwd_smem_bytes(int head_dim, int warp_rows, int stages, bool byte_flags, bool word_flags) {
-  const int rows = 4 * warp_rows, keys = head_dim <= 64 && warp_rows == 16 ? 64 : 32;
+int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags) {
+  const int rows = 64, keys = head_dim <= 64 ? 64 : 32;
   return 2 * (head_dim + 8) * (rows + 2 * stages * keys) + 4 * keys + (byte_flags ? rows * keys : 16) +
          (word_flags ? rows * (keys / 32) * 4 : 4);
 }
@@ -255,15 +249,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.attn_keep_bits = bits;
   plan.attn_keep_bits_saved = bits_saved;
   plan.attn_mask_kernel = bits && mask_src == AttnMask::Kernel;
-  const int warp_rows = opt.attn_fwd_warp_rows == 0 ? attn_fwd_warp_rows_from_env() : opt.attn_fwd_warp_rows;
-  DSKC_ASSERT(warp_rows == 16 || warp_rows == 32, "PlanOptions::attn_fwd_warp_rows is 0, 16 or 32");
-  plan.attn_fwd_warp_rows = warp_rows == 32 && c.head_dim() <= 64 ? 32 : 16;
   const int stages_max = opt.attn_fwd_stages == 0 ? attn_fwd_stages_from_env() : opt.attn_fwd_stages;
   DSKC_ASSERT(stages_max == 1 || stages_max == 2, "PlanOptions::attn_fwd_stages is 0, 1 or 2");
   plan.attn_fwd_stages =
       fused && stages_max == 2 &&
-              flash_fwd_smem_bytes(c.head_dim(), plan.attn_fwd_warp_rows, 2, attn_drop && !plan.attn_mask_kernel,
-                                   plan.attn_mask_kernel) <= 48 * 1024
+              flash_fwd_smem_bytes(c.head_dim(), 2, attn_drop && !plan.attn_mask_kernel, plan.attn_mask_kernel) <=
+                  48 * 1024
           ? 2
           : 1;
   const bool inv = c.normalize_invertible;
@@ -283,25 +274,21 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
                    std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel)") +
                        (bits_saved ? ", kept for backward" : ""));
-  if (fused) {
+  if (fused)
     b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
             "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits, kAttnFwdStages>",
             "FlashFwdTile::kThreads",
-            128, "FlashFwdTile::kRows", 4 * plan.attn_fwd_warp_rows,
+            128, "FlashFwdTile::kRows", 64,
             std::string("fused attention: Q·Kᵀ/√d + mask, online softmax") +
                 (!attn_drop ? "" : plan.attn_mask_kernel ? ", attention dropout (mask from the keep bits)" : ", attention dropout") +
                 ", ·V into the context" + (train ? " + row logsumexp (P is not stored)" : "") +
                 (plan.attn_fwd_stores_bits() ? " + dropout keep bits" : "") +
-                (plan.attn_fwd_stages == 2 ? "; next K/V tile prefetched (cp.async)" : "") +
-                (plan.attn_fwd_warp_rows == 32 ? "; 32 query rows per warp" : ""));
-    if (plan.attn_fwd_warp_rows == 32)  // common/flash.cuh
-      plan.kernels.back().min_blocks = "FlashFwdTile::min_blocks(kAttnDropoutOn && !kAttnFwdLoadsBits, kAttnFwdStages)";
-  } else {
+                (plan.attn_fwd_stages == 2 ? "; next K/V tile prefetched (cp.async)" : ""));
+  else
     b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
            "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",
            std::string("additive mask + softmax") + (attn_drop ? " + attention dropout" : "") +
                " over Q·Kᵀ/√d rows");
-  }
   b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_attn", "bias_dropout_residual_layernorm_fwd",
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,

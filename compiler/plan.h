@@ -105,12 +105,6 @@ struct LayerPlan {
   // of 98, 3 resident blocks per SM instead of 4; kernel −1%, layer +1.1% / +2.0% at (64,128) /
   // (16,512)).
   int attn_fwd_stages = 1;
-  // Query rows per warp of attn_flash_fwd (kAttnFwdWarpRows): 16 or 32 (DSKC_ATTN_FWD_WARP_ROWS).
-  // With 32 each K/V fragment a warp loads from shared memory feeds two m16 mma tiles instead of
-  // one (blocks of 128 query rows, 32-key tiles); only at head dim <= 64, where the accumulators fit
-  // in registers. Measured slower on the H200 (BERT-Large: attn_flash_fwd 0.0538 -> 0.0567 ms at
-  // (64,128), 0.142 -> 0.152 ms at (16,512); layer -1.1% / +0.8%): the default stays 16.
-  int attn_fwd_warp_rows = 16;
   // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
   // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
   // attn_flash_bwd_dkdvdq computes dK, dV per key tile and adds the tile's dQ share with atomics
@@ -164,9 +158,6 @@ struct PlanOptions {
   // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 1). The plan
   // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
   int attn_fwd_stages = 0;
-  // Query rows per warp attn_flash_fwd should use (16 or 32; 0: DSKC_ATTN_FWD_WARP_ROWS). The plan
-  // uses 32 only at head dim <= 64 (LayerPlan::attn_fwd_warp_rows).
-  int attn_fwd_warp_rows = 0;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -184,11 +175,6 @@ AttnDq attn_dq_from_env();
 // Reads DSKC_ATTN_FWD_STAGES (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config)
 // naming the variable.
 int attn_fwd_stages_from_env();
-// attn_flash_fwd's query rows per warp when neither PlanOptions nor DSKC_ATTN_FWD_WARP_ROWS names one.
-constexpr int kDefaultAttnFwdWarpRows = 16;
-// Reads DSKC_ATTN_FWD_WARP_ROWS (unset, "" -> kDefaultAttnFwdWarpRows; "16", "32"); any other value
-// is an Error(Config) naming the variable.
-int attn_fwd_warp_rows_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
 // other value is an Error(Config) naming the variable.
 BiasGrad bias_grad_from_env();
@@ -208,9 +194,9 @@ int attn_rows_per_block(DType t, int max_seq);  // mirrors templates/common/attn
 // Mirrors templates/common/flash.cuh: warps of the fused attention backward kernels.
 inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
 // Mirrors FlashFwdTile::smem_bytes (templates/common/flash.cuh): static shared memory of
-// attn_flash_fwd with `warp_rows` query rows per warp, `stages` K/V buffers, byte flags (the kernel
-// draws the dropout mask) or bit words (it reads the bits).
-int flash_fwd_smem_bytes(int head_dim, int warp_rows, int stages, bool byte_flags, bool word_flags);
+// attn_flash_fwd with `stages` K/V buffers, byte flags (the kernel draws the dropout mask) or bit
+// words (it reads the bits).
+int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;
 constexpr int kAttnDropoutBitsRows = 64;

@@ -73,8 +73,8 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   const E* v_g = q_g + 2 * kHidden;
   const E* mask_row = reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  constexpr int kMT = F::kMTiles;                        // 16-row m-tiles per warp
-  const int wrow = warp * 16 * kMT;                      // the warp's first row in the tile
+  const int wrow = warp * 16;                            // the warp's first row in the tile
+  const int rows[2] = {q0 + wrow + g, q0 + wrow + g + 8};  // this thread's two query rows
   const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
 
   // (Q's A fragments are re-read from shared memory per key tile rather than held in registers:
@@ -88,17 +88,11 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
     flash::load_tile<E, F::kRows, F::kThreads>(q_s, q_g + static_cast<size_t>(q0) * ld, ld, seq - q0);
   }
 
-  // Per m-tile mt (16 query rows from wrow + 16·mt): O accumulators, running row max (of this
-  // quad's rows g and g + 8) and running Σ exp(s − max) over this thread's columns.
-  float o[kMT][kOTiles][4];
-  float m[kMT][2], l[kMT][2];
+  float o[kOTiles][4];
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int n = 0; n < kOTiles; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
-    m[mt][0] = m[mt][1] = neg_inf();
-    l[mt][0] = l[mt][1] = 0.f;
-  }
+  for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {neg_inf(), neg_inf()};  // running row max (of this quad's row)
+  float l[2] = {0.f, 0.f};              // running Σ exp(s − m) over this thread's columns
 
   // One key tile; `cur` (flash::Buf<0> or <1>) names its K/V buffer at compile time, so the two
   // buffers' shared-memory addresses are constants (a run-time index: 135 registers instead of 130).
@@ -130,94 +124,79 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
     __syncthreads();
     if constexpr (kStoreBits) flash::keep_bits_store<F::kRows, F::kKeys, F::kThreads>(p.bits, keep_s, bh, seq, q0, k0);
 
-    // S = Q·Kᵀ for the warp's kMT·16 rows x kKeys keys: each K fragment serves every m-tile.
-    float s[kMT][kSTiles][4];
+    // S = Q·Kᵀ for the warp's 16 rows x kKeys keys.
+    float s[kSTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int n = 0; n < kSTiles; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+    for (int n = 0; n < kSTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t qa[kMT][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) flash::load_a<E>(qa[mt], q_s, wrow + 16 * mt, ks);
+      uint32_t qa[4];
+      flash::load_a<E>(qa, q_s, wrow, ks);
 #pragma unroll
       for (int n = 0; n < kSTiles; n += 2) {
         uint32_t kb[4];
         flash::load_b_nk<E>(kb, k_s, n * 8, ks);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          flash::mma16816<E>(s[mt][n], qa[mt], kb[0], kb[1]);
-          flash::mma16816<E>(s[mt][n + 1], qa[mt], kb[2], kb[3]);
-        }
+        flash::mma16816<E>(s[n], qa, kb[0], kb[1]);
+        flash::mma16816<E>(s[n + 1], qa, kb[2], kb[3]);
       }
     }
 
+    // Scale + mask (keys >= seq are -inf through mask_s), tile row max over the quad.
+    float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      const int trow = wrow + 16 * mt + g;  // this thread's first row in the tile (second: + 8)
-      // Scale + mask (keys >= seq are -inf through mask_s), tile row max over the quad.
-      float mx[2] = {m[mt][0], m[mt][1]};
+    for (int n = 0; n < kSTiles; ++n)
 #pragma unroll
-      for (int n = 0; n < kSTiles; ++n)
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = s[n][e] * scale + mask_s[n * 8 + 2 * t + (e & 1)];
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+      }
+    float base[2];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[mt][n][e] = s[mt][n][e] * scale + mask_s[n * 8 + 2 * t + (e & 1)];
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[mt][n][e]);
-        }
-      float base[2];
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      base[r] = mx[r] == neg_inf() ? 0.f : mx[r];  // a row with no finite score yet: exp(-inf) = 0
+      const float corr = __expf(m[r] - base[r]);  // rescales what was summed under the old max
+      m[r] = mx[r];
+      l[r] *= corr;
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+        o[n][2 * r] *= corr;
+        o[n][2 * r + 1] *= corr;
+      }
+    }
+    // P = exp(S − max); l sums it before dropout; dropout zeroes dropped elements for P·V.
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        base[r] = mx[r] == neg_inf() ? 0.f : mx[r];  // a row with no finite score yet: exp(-inf) = 0
-        const float corr = __expf(m[mt][r] - base[r]);  // rescales what was summed under the old max
-        m[mt][r] = mx[r];
-        l[mt][r] *= corr;
-#pragma unroll
-        for (int n = 0; n < kOTiles; ++n) {
-          o[mt][n][2 * r] *= corr;
-          o[mt][n][2 * r + 1] *= corr;
+        float p0 = __expf(s[n][2 * r] - base[r]), p1 = __expf(s[n][2 * r + 1] - base[r]);
+        l[r] += p0 + p1;
+        if constexpr (kLoadBits) {
+          // keys n·8 + 2t, + 1 of the tile: bits (n % 4)·8 + 2t, + 1 of word n / 4 of the row
+          const uint32_t w = keep_w[wrow + g + 8 * r][n / 4] >> ((n % 4) * 8 + 2 * t);
+          p0 = (w & 1u) ? p0 : 0.f;
+          p1 = (w & 2u) ? p1 : 0.f;
+        } else if constexpr (kDropout) {
+          const unsigned char* keep = &keep_s[wrow + g + 8 * r][n * 8 + 2 * t];
+          p0 = keep[0] ? p0 : 0.f;
+          p1 = keep[1] ? p1 : 0.f;
         }
+        s[n][2 * r] = p0;
+        s[n][2 * r + 1] = p1;
       }
-      // P = exp(S − max); l sums it before dropout; dropout zeroes dropped elements for P·V.
-#pragma unroll
-      for (int n = 0; n < kSTiles; ++n)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float p0 = __expf(s[mt][n][2 * r] - base[r]), p1 = __expf(s[mt][n][2 * r + 1] - base[r]);
-          l[mt][r] += p0 + p1;
-          if constexpr (kLoadBits) {
-            // keys n·8 + 2t, + 1 of the tile: bits (n % 4)·8 + 2t, + 1 of word n / 4 of the row
-            const uint32_t w = keep_w[trow + 8 * r][n / 4] >> ((n % 4) * 8 + 2 * t);
-            p0 = (w & 1u) ? p0 : 0.f;
-            p1 = (w & 2u) ? p1 : 0.f;
-          } else if constexpr (kDropout) {
-            const unsigned char* keep = &keep_s[trow + 8 * r][n * 8 + 2 * t];
-            p0 = keep[0] ? p0 : 0.f;
-            p1 = keep[1] ? p1 : 0.f;
-          }
-          s[mt][n][2 * r] = p0;
-          s[mt][n][2 * r + 1] = p1;
-        }
-    }
 
-    // O += dropout(P)·V: P's accumulator fragments are the A operand (keys = k dimension); each V
-    // fragment serves every m-tile.
+    // O += dropout(P)·V: P's accumulator fragments are the A operand (keys = k dimension).
 #pragma unroll
     for (int kk = 0; kk < F::kKeys / 16; ++kk) {
-      uint32_t a[kMT][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) flash::c_to_a<E, kSTiles>(a[mt], s[mt], kk);
+      uint32_t a[4];
+      flash::c_to_a<E, kSTiles>(a, s, kk);
 #pragma unroll
       for (int n = 0; n < kOTiles; n += 2) {
         uint32_t vb[4];
         flash::load_b_kn<E>(vb, v_s, n * 8, kk);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          flash::mma16816<E>(o[mt][n], a[mt], vb[0], vb[1]);
-          flash::mma16816<E>(o[mt][n + 1], a[mt], vb[2], vb[3]);
-        }
+        flash::mma16816<E>(o[n], a, vb[0], vb[1]);
+        flash::mma16816<E>(o[n + 1], a, vb[2], vb[3]);
       }
     }
   };
@@ -233,24 +212,20 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   // Normalize, write O and the logsumexp.
   E* ctx = reinterpret_cast<E*>(p.ctx);
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int i = rows[r];
+    if (i >= seq) continue;
+    const float inv = l[r] > 0.f ? (kDropout ? kAttnDropoutScale : 1.f) / l[r] : 0.f;
+    E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = l[mt][r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int i = q0 + wrow + 16 * mt + g + 8 * r;
-      if (i >= seq) continue;
-      const float inv = sum > 0.f ? (kDropout ? kAttnDropoutScale : 1.f) / sum : 0.f;
-      E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
-#pragma unroll
-      for (int n = 0; n < kOTiles; ++n) flash::store2<E>(out + n * 8, o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
-      if constexpr (kTraining) {
-        // A row with every key masked by -inf has l = 0: L = +inf makes backward's exp(S − L) = 0.
-        if (t == 0)
-          p.lse[static_cast<size_t>(bh) * seq + i] = sum > 0.f ? m[mt][r] + logf(sum) : __int_as_float(0x7f800000);
-      }
+    for (int n = 0; n < kOTiles; ++n) flash::store2<E>(out + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    if constexpr (kTraining) {
+      // A row with every key masked by -inf has l = 0: L = +inf makes backward's exp(S − L) = 0.
+      if (t == 0) p.lse[static_cast<size_t>(bh) * seq + i] = l[r] > 0.f ? m[r] + logf(l[r]) : __int_as_float(0x7f800000);
     }
+  }
 }
 
 }  // namespace dskc

@@ -27,29 +27,12 @@
 namespace dskc {
 
 // Tile shapes; compiler/plan.cpp mirrors them (checked by static_asserts in the generated source).
-// Forward: 4 warps, kAttnFwdWarpRows (16 or 32, the plan's choice) query rows each; keys stream
-// through shared memory in kKeys-row tiles, and each K/V fragment a warp loads feeds the mma of
-// each of its 16-row m-tiles.
+// Forward: 4 warps, 16 query rows each; keys stream through shared memory in kKeys-row tiles.
 struct FlashFwdTile {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kMTiles = kAttnFwdWarpRows / 16;   // 16-row m-tiles per warp
-  static constexpr int kRows = kAttnFwdWarpRows * kWarps;  // query rows per block
-  // Key rows per inner step: 64 at head dim <= 64 with one m-tile per warp, else 32 (two m-tiles of
-  // 64-key score tiles spilled: 255 registers).
-  static constexpr int kKeys = kHeadDim <= 64 && kMTiles == 1 ? 64 : 32;
-  // Resident blocks per SM the kernel is built for (__launch_bounds__, set by the plan with 32 rows
-  // per warp): on sm_90 ptxas gives the two-m-tile kernel 168 registers (3 blocks per SM); capped
-  // at 128 for 4 blocks (the one-m-tile kernel's occupancy, 98 registers) it does not spill when it
-  // reads the keep bits with one K/V buffer (the default), but does with the byte flags of its own
-  // Philox draw (60 bytes; none at 168: 3 blocks) or two K/V buffers (228 bytes; 12 at 168: 2 blocks).
-  static constexpr int min_blocks(bool byte_flags, int stages) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    return kMTiles == 2 ? (stages == 2 ? 2 : byte_flags ? 3 : 4) : 1;
-#else
-    return 1;
-#endif
-  }
+  static constexpr int kRows = 16 * kWarps;               // query rows per block
+  static constexpr int kKeys = kHeadDim <= 64 ? 64 : 32;  // key rows per inner step
   // Static shared memory of attn_flash_fwd with kStages K/V tile buffers: Q, K, V tiles (16-bit),
   // the mask row (fp32) and the tile's dropout flags (bytes where the kernel draws them, bit words
   // where it reads them). compiler/plan.cpp mirrors this to choose kAttnFwdStages.

@@ -1049,8 +1049,8 @@ TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 dou
   CHECK(make_plan(with_dtype(c, DType::F32), two).attn_fwd_stages == 1);  // fp32: unfused attention
   // The mirror against the kernel's arrays at BERT-Large: Q 64x72, 2x2 K/V 64x72 (fp16), the
   // fp32 mask row, 64x2 bit words, the unused byte-flag placeholder.
-  CHECK(flash_fwd_smem_bytes(64, 16, 2, false, true) == 2 * 72 * (64 + 256) + 256 + 16 + 512);
-  CHECK(flash_fwd_smem_bytes(64, 16, 2, true, false) > 48 * 1024);
+  CHECK(flash_fwd_smem_bytes(64, 2, false, true) == 2 * 72 * (64 + 256) + 256 + 16 + 512);
+  CHECK(flash_fwd_smem_bytes(64, 2, true, false) > 48 * 1024);
   // The environment, read when the options leave it open (0).
   {
     dskc_test::ScopedEnv env("DSKC_ATTN_FWD_STAGES", nullptr);
@@ -1069,50 +1069,6 @@ TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 dou
   }
   for (const char* bad : {"3", "0", "two", " 2"})
     check_env_error("DSKC_ATTN_FWD_STAGES", bad, "1", "2", [] { attn_fwd_stages_from_env(); });
-}
-
-TEST_CASE("attn_flash_fwd: 32 query rows per warp (blocks of 128 rows, 32-key tiles) only at head dim <= 64") {
-  auto plan_for = [](int head_dim, int opt_rows, int opt_stages = 1, int hidden = 1024) {
-    LayerConfig c = bert_large();
-    c.hidden_size = hidden;
-    c.heads = c.hidden_size / head_dim;
-    PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::Kernel};
-    o.attn_fwd_warp_rows = opt_rows;
-    o.attn_fwd_stages = opt_stages;
-    return make_plan(c, o);
-  };
-  for (int d : {16, 32, 64}) {
-    CAPTURE(d);
-    const LayerPlan p = plan_for(d, 32);
-    CHECK(p.attn_fwd_warp_rows == 32);
-    const KernelInfo* k = p.find_kernel("attn_flash_fwd");
-    REQUIRE(k);
-    CHECK(k->rows_per_block == 128);  // the grid covers the query tiles of 128 rows
-    CHECK(k->min_blocks == "FlashFwdTile::min_blocks(kAttnDropoutOn && !kAttnFwdLoadsBits, kAttnFwdStages)");
-    CHECK(plan_for(d, 16).find_kernel("attn_flash_fwd")->rows_per_block == 64);
-    CHECK(plan_for(d, 16).find_kernel("attn_flash_fwd")->min_blocks.empty());
-  }
-  CHECK(plan_for(128, 32).attn_fwd_warp_rows == 16);  // the accumulators would not fit
-  CHECK(plan_for(80, 32, 1, 960).attn_fwd_warp_rows == 16);
-  // Two K/V buffers of 32 keys still fit next to a 128-row Q tile at d 64 (fp16: Q 128x72, K/V
-  // 2x2 32x72, the mask row of 32 keys, 128 bit words, the byte-flag placeholder).
-  CHECK(flash_fwd_smem_bytes(64, 32, 2, false, true) == 2 * 72 * (128 + 128) + 128 + 16 + 512);
-  CHECK(plan_for(64, 32, 2).attn_fwd_stages == 2);
-  {
-    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_WARP_ROWS", nullptr);
-    CHECK(make_plan(bert_large()).attn_fwd_warp_rows == kDefaultAttnFwdWarpRows);
-  }
-  {
-    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_WARP_ROWS", "32");
-    CHECK(plan_for(64, 0).attn_fwd_warp_rows == 32);
-    CHECK(plan_for(64, 16).attn_fwd_warp_rows == 16);  // explicit options win over the environment
-  }
-  {
-    dskc_test::ScopedEnv env("DSKC_ATTN_FWD_WARP_ROWS", "16");
-    CHECK(plan_for(64, 0).attn_fwd_warp_rows == 16);
-  }
-  for (const char* bad : {"64", "0", "8", "thirty-two"})
-    check_env_error("DSKC_ATTN_FWD_WARP_ROWS", bad, "16", "32", [] { attn_fwd_warp_rows_from_env(); });
 }
 
 TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "
@@ -1571,7 +1527,6 @@ struct ModuleCase {
   bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
   bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
   int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
-  int warp_rows = 16;        // PlanOptions::attn_fwd_warp_rows (32: attn_flash_fwd's two m-tiles per warp, d <= 64)
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -1594,7 +1549,6 @@ void compile_module(const ModuleCase& mc) {
                   : mc.dq_atomic ? AttnDq::Atomic
                                  : AttnDq::Gemm};
   opt.attn_fwd_stages = mc.fwd_stages;
-  opt.attn_fwd_warp_rows = mc.warp_rows;
   const LayerPlan plan = make_plan(c, opt);
   BuildResult r;
   try {
@@ -1618,11 +1572,7 @@ void compile_module(const ModuleCase& mc) {
     CHECK(it->registers > 0);
     CHECK(it->registers <= 65536 / k.block);  // __launch_bounds__ holds
     // The dK/dV kernel with the dSᵀ stores is capped for 3 resident 4-warp blocks on sm_90.
-    if (!k.min_blocks.empty() && k.block == 128 && std::string(mc.arch) == "sm_90" && k.name != "attn_flash_fwd")
-      CHECK(it->registers <= 168);
-    // attn_flash_fwd with two m-tiles per warp is capped for 4 resident blocks on sm_90.
-    if (k.name == "attn_flash_fwd" && plan.attn_fwd_warp_rows == 32 && std::string(mc.arch) == "sm_90")
-      CHECK(it->registers <= (plan.attn_fwd_stages == 2 ? 255 : plan.attn_mask_kernel ? 128 : 168));
+    if (!k.min_blocks.empty() && k.block == 128 && std::string(mc.arch) == "sm_90") CHECK(it->registers <= 168);
     // Known exceptions: ptxas spills 12 bytes (8-byte stack) in layernorm_fwd at hidden 8192 fp16
     // (40 registers, no local memory in the PTX), and as much in layernorm_bwd_attn at hidden 8192
     // on sm_80 once it also draws the attention output's dropout mask (1024 threads: 64 registers
@@ -1636,7 +1586,7 @@ void compile_module(const ModuleCase& mc) {
       // upper bound within 32 bytes (the flag arrays' placeholders, which ptxas drops when unused),
       // and two buffers stay within 48 KB.
       const bool drop = plan.cfg.training && plan.cfg.attn_dropout_ratio > 0;
-      const int est = flash_fwd_smem_bytes(plan.cfg.head_dim(), plan.attn_fwd_warp_rows, plan.attn_fwd_stages, drop && !plan.attn_mask_kernel,
+      const int est = flash_fwd_smem_bytes(plan.cfg.head_dim(), plan.attn_fwd_stages, drop && !plan.attn_mask_kernel,
                                            plan.attn_mask_kernel);
       CHECK(it->shared_bytes <= est);
       CHECK(it->shared_bytes >= est - 32);
@@ -1755,27 +1705,6 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},
       {.hidden = 256, .heads = 8, .seq = 33, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .mask_kernel = true},
       {.hidden = 1024, .heads = 8, .seq = 381, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .mask_kernel = true},
-  };
-  for (const auto& c : cases) compile_module(c);
-}
-
-TEST_CASE("whole modules compile with attn_flash_fwd's 32 query rows per warp (DSKC_ATTN_FWD_WARP_ROWS=32), head dims 16..64") {
-  constexpr DType F16 = DType::F16, BF16 = DType::BF16;
-  const ModuleCase cases[] = {
-      // BERT-Large (d 64), bits-kernel mask, both arches, both seq lengths; attn_dropout_checkpoint.
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .warp_rows = 32},
-      {.hidden = 1024, .heads = 16, .seq = 512, .dtype = BF16, .arch = "sm_80", .flags = kAttnCkpt, .mask_kernel = true,
-       .warp_rows = 32},
-      // The kernel's own Philox draw into byte flags, stored as bits (DSKC_ATTN_MASK=inline).
-      {.hidden = 1024, .heads = 16, .seq = 381, .dtype = F16, .arch = "sm_90", .warp_rows = 32},
-      // d 16, 32; no attention dropout; inference; Post-LN; with two K/V buffers (they fit: 37 KB).
-      {.hidden = 256, .heads = 16, .seq = 33, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .warp_rows = 32},
-      {.hidden = 256, .heads = 8, .seq = 509, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .mask_kernel = true,
-       .warp_rows = 32},
-      {.hidden = 768, .heads = 12, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_drop = 0, .warp_rows = 32},
-      {.hidden = 1024, .heads = 16, .seq = 7, .dtype = BF16, .arch = "sm_90", .training = false, .warp_rows = 32},
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .fwd_stages = 2,
-       .warp_rows = 32},
   };
   for (const auto& c : cases) compile_module(c);
 }

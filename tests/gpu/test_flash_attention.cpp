@@ -27,7 +27,6 @@
 
 #include "gpu_util.h"
 #include "test_util.h"
-#include "compiler/plan.h"
 #include "runtime/context.h"
 #include "runtime/cpu_reference.h"
 #include "runtime/host_float.h"
@@ -476,27 +475,6 @@ TEST_CASE("fused attention forward: two K/V buffers (cp.async prefetch) and one 
   check_fwd_stages({"d80-s381", 1, 384, 381, 160, 2, DType::BF16, false, 0.1, true}, 2);
   check_fwd_stages({"d96-s97", 2, 128, 97, 192, 2, DType::F16, true, 0.0, false}, 2);
   check_fwd_stages({"d128-s200", 2, 256, 200, 256, 2, DType::F16, true, 0.1, true}, 1);  // no room for two
-}
-
-// attn_flash_fwd with 32 query rows per warp (DSKC_ATTN_FWD_WARP_ROWS=32: 128-row query tiles, 32-key
-// tiles, each K/V fragment feeding two mma tiles) against the unfused path and the CPU reference:
-// one and several query tiles, partial last tiles, head dims 16 to 64, the kernel's own Philox draw
-// (byte flags stored as bits) and the bits kernel's mask, attn_dropout_checkpoint, no dropout.
-TEST_CASE("fused attention forward: 32 query rows per warp vs unfused vs CPU reference") {
-  dskc_test::require_gpu();
-  const dskc_test::ScopedEnv env("DSKC_ATTN_FWD_WARP_ROWS", "32");
-  const Case cases[] = {
-      {"w32-d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true, false, true},
-      {"w32-d64-s129", 1, 136, 129, 256, 4, DType::F16, true, 0.1, true},
-      {"w32-d64-s1", 3, 16, 1, 256, 4, DType::BF16, false, 0.1, false, false, true},
-      {"w32-d32-s33", 2, 40, 33, 128, 4, DType::F16, true, 0.2, true, true, true},
-      {"w32-d16-s381", 1, 384, 381, 128, 8, DType::BF16, true, 0.1, true},
-      {"w32-d64-s509", 1, 512, 509, 256, 4, DType::F16, false, 0.0, true},
-  };
-  for (const Case& k : cases) {
-    CHECK(make_plan(config_of(k)).attn_fwd_warp_rows == 32);
-    check_case(k, false);
-  }
 }
 
 TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
