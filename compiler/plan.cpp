@@ -274,7 +274,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
                    std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel)") +
                        (bits_saved ? ", kept for backward" : ""));
-  if (fused)
+  if (fused) {
     b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
             "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits, kAttnFwdStages>",
             "FlashFwdTile::kThreads",
@@ -284,11 +284,16 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 ", ·V into the context" + (train ? " + row logsumexp (P is not stored)" : "") +
                 (plan.attn_fwd_stores_bits() ? " + dropout keep bits" : "") +
                 (plan.attn_fwd_stages == 2 ? "; next K/V tile prefetched (cp.async)" : ""));
-  else
+    // Capped for 4 resident blocks at head dims <= 64 with one K/V buffer and the keep flags from the
+    // bits (or no attention dropout); two buffers or byte flag tiles need more registers (they spill).
+    if (plan.attn_fwd_stages == 1 && !(attn_drop && !plan.attn_mask_kernel))
+      plan.kernels.back().min_blocks = "FlashFwdTile::kMinBlocks";  // common/flash.cuh
+  } else {
     b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",
            "attn_softmax_dropout_fwd_impl<kAttnDropoutOn>",
            std::string("additive mask + softmax") + (attn_drop ? " + attention dropout" : "") +
                " over Q·Kᵀ/√d rows");
+  }
   b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_attn", "bias_dropout_residual_layernorm_fwd",
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,

@@ -70,20 +70,24 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
   using F = FlashBwdTile;
-  constexpr int kQTiles = F::kInner / 8;  // n-tiles of Sᵀ (queries)
+  constexpr int kInner = F::kInner;  // query rows per inner step
+  constexpr int kQTiles = kInner / 8;  // n-tiles of Sᵀ (queries)
+  // Run-time loops for the tile loads (flash::block_for's kUnroll = false): unrolled, ptxas spilled
+  // under the register caps (168 at 64 query rows per step, 128 at 32).
+  constexpr bool kUnrollLoads = false;
   constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dK, dV (head dim)
   __shared__ __align__(16) E k_s[F::kRows][kFlashStride];
   __shared__ __align__(16) E v_s[F::kRows][kFlashStride];
-  __shared__ __align__(16) E q_s[F::kInner][kFlashStride];
-  __shared__ __align__(16) E do_s[F::kInner][kFlashStride];
+  __shared__ __align__(16) E q_s[kInner][kFlashStride];
+  __shared__ __align__(16) E do_s[kInner][kFlashStride];
   __shared__ float mask_s[F::kRows];
-  __shared__ float lse_s[F::kInner];
-  __shared__ float dot_s[F::kInner];
+  __shared__ float lse_s[kInner];
+  __shared__ float dot_s[kInner];
   // Dropout keep bits of the tile, [query][key word] (keep_words_load); with kDqAtomic the same
   // bytes then hold dSᵀ [key][query] for dQ (a barrier separates them).
-  constexpr int kDsStride = F::kInner + 8;  // +8: 16-byte aligned ldmatrix rows on distinct banks
+  constexpr int kDsStride = kInner + 8;  // +8: 16-byte aligned ldmatrix rows on distinct banks
   constexpr int kKeyWords = F::kRows / 32;
-  constexpr int kKeepBytes = kDropout ? F::kInner * kKeyWords * 4 : 4;
+  constexpr int kKeepBytes = kDropout ? kInner * kKeyWords * 4 : 4;
   constexpr int kDsBytes = kDq == kDqAtomic ? F::kRows * kDsStride * static_cast<int>(sizeof(E)) : 0;
   __shared__ __align__(16) unsigned char keep_ds_s[kKeepBytes > kDsBytes ? kKeepBytes : kDsBytes];
   const auto keep_w = reinterpret_cast<uint32_t (*)[kKeyWords]>(keep_ds_s);
@@ -103,9 +107,9 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
   const int wrow = warp * 16;
   const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
 
-  flash::load_tile<E, F::kRows, F::kThreads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
-  flash::load_tile<E, F::kRows, F::kThreads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
-  flash::load_mask<E, F::kRows, F::kThreads>(mask_s, reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq,
+  flash::load_tile<E, F::kRows, F::kThreads, kUnrollLoads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+  flash::load_tile<E, F::kRows, F::kThreads, kUnrollLoads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+  flash::load_mask<E, F::kRows, F::kThreads, kUnrollLoads>(mask_s, reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq,
                                              j0, seq);
 
   float dk[kDTiles][4], dv[kDTiles][4];
@@ -114,17 +118,17 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
 
-  for (int i0 = 0; i0 < seq; i0 += F::kInner) {
+  for (int i0 = 0; i0 < seq; i0 += kInner) {
     __syncthreads();  // previous Q/dO tile consumed (and, first time, K/V/mask visible below)
-    flash::load_tile<E, F::kInner, F::kThreads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
-    flash::load_tile<E, F::kInner, F::kThreads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
-    for (int r = threadIdx.x; r < F::kInner; r += F::kThreads) {
+    flash::load_tile<E, kInner, F::kThreads, kUnrollLoads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
+    flash::load_tile<E, kInner, F::kThreads, kUnrollLoads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
+    flash::block_for<kInner, F::kThreads, kUnrollLoads>([&](int r) {
       const bool in = i0 + r < seq;
       lse_s[r] = in ? lse_g[i0 + r] : __int_as_float(0x7f800000);  // +inf: P = 0 for missing queries
       dot_s[r] = in ? dot_g[i0 + r] : 0.f;
-    }
+    });
     // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the bits.
-    if constexpr (kDropout) flash::keep_words_load<F::kInner, F::kRows, F::kThreads>(keep_w, p.bits, bh, seq, i0, j0);
+    if constexpr (kDropout) flash::keep_words_load<kInner, F::kRows, F::kThreads, kUnrollLoads>(keep_w, p.bits, bh, seq, i0, j0);
     __syncthreads();
 
     // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x kInner queries.
@@ -167,7 +171,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 
     // dV += (P ⊙ Z)ᵀ·dO and dK += dSᵀ·Q: queries are the k dimension; dO and Q are stored [k][n].
 #pragma unroll
-    for (int kk = 0; kk < F::kInner / 16; ++kk) {
+    for (int kk = 0; kk < kInner / 16; ++kk) {
       uint32_t pa[4], sa[4];
       flash::c_to_a<E, kQTiles>(pa, st, kk);
       if constexpr (kDq == kDqGemm) {
@@ -213,7 +217,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
       __syncthreads();  // dSᵀ of all the block's keys in ds_s
       // dq_acc[queries i0 + wrow .. + 16) += dS·K over the block's keys (kInner = 16·kWarps: warp w
       // takes the tile's queries 16w..), 16 columns at a time, into fp32 vector reductions.
-      static_assert(F::kInner == 16 * F::kWarps, "a warp's dQ share is 16 queries of the tile");
+      static_assert(kInner == 16 * F::kWarps, "a warp's dQ share is 16 queries of the tile");
       uint32_t sa[F::kRows / 16][4];
 #pragma unroll
       for (int ks = 0; ks < F::kRows / 16; ++ks) flash::load_a_km<E, kDsStride>(sa[ks], ds_s, wrow, ks);

@@ -34,13 +34,15 @@ struct AttnFlashFwdParams {
 };
 
 // E is the storage type (the config's T); a parameter so nothing here is instantiated for fp32.
-// kStages (kAttnFwdStages, the plan's choice): 1 (the default) loads each K/V tile synchronously
-// between two barriers; 2 (DSKC_ATTN_FWD_STAGES=2, where it fits: not at head dim 128 nor with the
-// byte flags of DSKC_ATTN_MASK=inline, under 48 KB of static shared memory) double-buffers them —
-// the next tile's copies (cp.async, no register round trip) are in flight while the warps compute
-// on the current one. Same arithmetic in the same order either way. Two buffers measured no faster
-// on the H200 at BERT-Large (ptxas: 130 registers instead of 98, so 3 resident blocks per SM
-// instead of 4, which hid the loads as well): kept as the starting point for a leaner pipeline.
+// kStages (kAttnFwdStages, the plan's choice): 1 (the default) copies each K/V tile (cp.async,
+// unrolled: flash::tile_chunks) between two barriers and waits for it; 2 (DSKC_ATTN_FWD_STAGES=2,
+// where it fits: not at head dim 128 nor with the byte flags of DSKC_ATTN_MASK=inline, under 48 KB
+// of static shared memory) double-buffers them — the next tile's copies are in flight while the
+// warps compute on the current one. Same arithmetic in the same order either way. Two buffers
+// measured no faster on the H200 at BERT-Large (v11: 130 registers, 3 resident blocks per SM
+// instead of 4, which hid the loads as well). The kernel is issue-bound (ncu: 55% of issue slots at
+// (16,512)); straight-line loads cut its PTX by a third (2694 -> 1813 lines at BERT-Large) and its
+// time by ~20% (v13). With the keep flags from the bits it is built for 4 resident blocks (FlashFwdTile::kMinBlocks).
 template <typename E, bool kDropout, bool kStoreBits, bool kLoadBits, int kStages = 1>
 __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
@@ -110,9 +112,10 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
         flash::load_tile_async<E, F::kKeys, F::kThreads>(v_buf[buf ^ 1], v_g + static_cast<size_t>(k1) * ld, ld, seq - k1);
       }
       cp_async_commit();
-    } else {
-      flash::load_tile<E, F::kKeys, F::kThreads>(k_buf[0], k_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
-      flash::load_tile<E, F::kKeys, F::kThreads>(v_buf[0], v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+    } else {  // copied with cp.async (no register staging), waited for before the barrier below
+      flash::load_tile_async<E, F::kKeys, F::kThreads>(k_buf[0], k_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+      flash::load_tile_async<E, F::kKeys, F::kThreads>(v_buf[0], v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
+      cp_async_commit();
     }
     flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq);
     // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the bits.
@@ -121,6 +124,7 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
     else if constexpr (kDropout)
       flash::dropout_tile<F::kRows, F::kKeys, F::kThreads>(keep_s, p.rng, bh, seq, q0, k0);
     if constexpr (kStages == 2) cp_async_wait<1>();  // this thread's copies of tile k0 (and Q) landed
+    else cp_async_wait<0>();
     __syncthreads();
     if constexpr (kStoreBits) flash::keep_bits_store<F::kRows, F::kKeys, F::kThreads>(p.bits, keep_s, bh, seq, q0, k0);
 

@@ -33,6 +33,9 @@ struct FlashFwdTile {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kWarps;               // query rows per block
   static constexpr int kKeys = kHeadDim <= 64 ? 64 : 32;  // key rows per inner step
+  // Resident blocks per SM attn_flash_fwd is built for (__launch_bounds__): 4 (128 registers) at head
+  // dims up to 64, where ptxas would otherwise take ~137 for the unrolled tile loads (3 blocks).
+  static constexpr int kMinBlocks = kHeadDim <= 64 ? 4 : 1;
   // Static shared memory of attn_flash_fwd with kStages K/V tile buffers: Q, K, V tiles (16-bit),
   // the mask row (fp32) and the tile's dropout flags (bytes where the kernel draws them, bit words
   // where it reads them). compiler/plan.cpp mirrors this to choose kAttnFwdStages.
@@ -156,40 +159,72 @@ __device__ __forceinline__ void store2(E* p, float lo, float hi) {
   *reinterpret_cast<uint32_t*>(p) = pack2<E>(lo, hi);
 }
 
+// Calls f(c) for the thread's items c = threadIdx.x, + kThreads, ... below kN (blockDim.x ==
+// kThreads): a compile-time trip count, unrolled, with a bounds test only where kN is not a
+// multiple of kThreads. (A run-time `for (c = threadIdx.x; c < kN; c += kThreads)` compiles to a
+// generic loop with prologue and remainder code: in attn_flash_fwd at BERT-Large that loop
+// overhead was about a third of the kernel's instructions, and the kernel is issue-bound.)
+// kUnroll = false keeps the run-time loop: attn_flash_bwd_dkdv, which runs at its 168-register cap,
+// spilled with the unrolled forms (ptxas keeps their hoisted row offsets live across the query loop).
+template <int kN, int kThreads, bool kUnroll = true, typename Fn>
+__device__ __forceinline__ void block_for(Fn&& f) {
+  if constexpr (!kUnroll) {
+    for (int c = threadIdx.x; c < kN; c += kThreads) f(c);
+  } else {
+#pragma unroll
+    for (int i = 0; i < (kN + kThreads - 1) / kThreads; ++i) {
+      const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+      if (kN % kThreads == 0 || c < kN) f(c);
+    }
+  }
+}
+
+// Calls f(r, k) for the thread's 16-byte chunks (row r, column k) of a [kTileRows][kHeadDim] tile.
+// Where kThreads is a multiple of the chunks per row, a thread keeps one column and steps its row
+// by kThreads / chunks (no division per chunk).
+template <int kTileRows, int kThreads, bool kUnroll = true, typename Fn>
+__device__ __forceinline__ void tile_chunks(Fn&& f) {
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  if constexpr (!kUnroll) {
+    for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) f(c / kChunks, (c % kChunks) * 8);
+  } else if constexpr (kThreads % kChunks == 0 && (kTileRows * kChunks) % kThreads == 0) {
+    const int r0 = static_cast<int>(threadIdx.x) / kChunks, k = (static_cast<int>(threadIdx.x) % kChunks) * 8;
+#pragma unroll
+    for (int i = 0; i < kTileRows * kChunks / kThreads; ++i) f(r0 + i * (kThreads / kChunks), k);
+  } else {
+    block_for<kTileRows * kChunks, kThreads>([&](int c) { f(c / kChunks, (c % kChunks) * 8); });
+  }
+}
+
 // Copies rows [0, kTileRows) of a row-major global matrix (row stride ld elements, kHeadDim
 // columns from src) into shared memory, 16 bytes per access; rows >= valid are zero-filled (and
 // never read from global memory), so partial tiles neither read out of bounds nor feed garbage
 // (possibly NaN) into the products.
-template <typename E, int kTileRows, int kThreads>
+template <typename E, int kTileRows, int kThreads, bool kUnroll = true>
 __device__ __forceinline__ void load_tile(E (*dst)[kFlashStride], const E* src, size_t ld, int valid) {
-  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) {
-    const int r = c / kChunks, k = (c % kChunks) * 8;
+  tile_chunks<kTileRows, kThreads, kUnroll>([&](int r, int k) {
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
     if (r < valid) v = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(r) * ld + k);
     *reinterpret_cast<uint4*>(&dst[r][k]) = v;
-  }
+  });
 }
 
 // load_tile's asynchronous form (cp.async, 16 bytes per copy, no register round trip): rows >=
 // valid are zero-filled (cp_async_zfill16; row 0's address is passed, never read; valid >= 1).
 // The copies join the thread's current cp.async group (cp_async_commit / cp_async_wait in
 // row_tiles.cuh); after the wait a __syncthreads() publishes every thread's copies to the block.
-template <typename E, int kTileRows, int kThreads>
+template <typename E, int kTileRows, int kThreads, bool kUnroll = true>
 __device__ __forceinline__ void load_tile_async(E (*dst)[kFlashStride], const E* src, size_t ld, int valid) {
-  constexpr int kChunks = kHeadDim / 8;
-  for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) {
-    const int r = c / kChunks, k = (c % kChunks) * 8;
+  tile_chunks<kTileRows, kThreads, kUnroll>([&](int r, int k) {
     const bool in = r < valid;
     cp_async_zfill16(&dst[r][k], src + static_cast<size_t>(in ? r : 0) * ld + k, in);
-  }
+  });
 }
 
 // The additive mask of keys [k0, k0 + kTileRows) as floats; keys >= seq get -inf (never attended).
-template <typename E, int kTileRows, int kThreads>
+template <typename E, int kTileRows, int kThreads, bool kUnroll = true>
 __device__ __forceinline__ void load_mask(float* dst, const E* mask_row, int k0, int seq) {
-  for (int r = threadIdx.x; r < kTileRows; r += kThreads)
-    dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) : neg_inf();
+  block_for<kTileRows, kThreads, kUnroll>([&](int r) { dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) : neg_inf(); });
 }
 
 // A-operand fragment of k-step ks for the warp's 16 rows starting at row0 of a [rows][kFlashStride] tile.
@@ -338,17 +373,17 @@ __device__ __forceinline__ void keep_bits_store(uint32_t* bits, const unsigned c
 // straight from the words (one shared load per 32 keys of a row instead of one byte load per flag,
 // which also met 4-way bank conflicts in the [query][key] byte tiles). Callers __syncthreads()
 // before reading dst.
-template <int kQueries, int kKeys, int kThreads>
+template <int kQueries, int kKeys, int kThreads, bool kUnroll = true>
 __device__ __forceinline__ void keep_words_load(uint32_t (*dst)[kKeys / 32], const uint32_t* bits, int bh, int seq,
                                                 int i0, int j0) {
   static_assert(kKeys % 32 == 0, "keep-flag tiles must span whole 32-bit words");
   constexpr int kWords = kKeys / 32;
   const int words = keep_words(seq);
-  for (int c = threadIdx.x; c < kQueries * kWords; c += kThreads) {
+  block_for<kQueries * kWords, kThreads, kUnroll>([&](int c) {
     const int qi = c / kWords, wi = c % kWords;
     const int i = i0 + qi, w = j0 / 32 + wi;
     dst[qi][wi] = i < seq && w < words ? bits[(static_cast<size_t>(bh) * seq + i) * words + w] : 0u;
-  }
+  });
 }
 
 // Two products over the head dim for the warp's 16 rows (from wrow) of a1 / a2 against every row
