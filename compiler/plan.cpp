@@ -286,7 +286,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 (plan.attn_fwd_stages == 2 ? "; next K/V tile prefetched (cp.async)" : ""));
     // Capped for 4 resident blocks at head dims <= 64 with one K/V buffer and the keep flags from the
     // bits (or no attention dropout); two buffers or byte flag tiles need more registers (they spill).
-    if (plan.attn_fwd_stages == 1 && !(attn_drop && !plan.attn_mask_kernel))
+    if (plan.attn_fwd_stages == 1 && (!attn_drop || plan.attn_mask_kernel))
       plan.kernels.back().min_blocks = "FlashFwdTile::kMinBlocks";  // common/flash.cuh
   } else {
     b.attn(Pass::Forward, "attn_softmax_dropout_fwd", "attn_softmax_dropout_fwd", "AttnSoftmaxFwdParams",

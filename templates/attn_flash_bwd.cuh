@@ -70,24 +70,23 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "fused attention needs head dim % 16 == 0, <= 128");
   using F = FlashBwdTile;
-  constexpr int kInner = F::kInner;  // query rows per inner step
-  constexpr int kQTiles = kInner / 8;  // n-tiles of Sᵀ (queries)
+  constexpr int kQTiles = F::kInner / 8;  // n-tiles of Sᵀ (queries)
   // Run-time loops for the tile loads (flash::block_for's kUnroll = false): unrolled, ptxas spilled
-  // under the register caps (168 at 64 query rows per step, 128 at 32).
+  // under the kernel's 168-register cap.
   constexpr bool kUnrollLoads = false;
   constexpr int kDTiles = kHeadDim / 8;   // n-tiles of dK, dV (head dim)
   __shared__ __align__(16) E k_s[F::kRows][kFlashStride];
   __shared__ __align__(16) E v_s[F::kRows][kFlashStride];
-  __shared__ __align__(16) E q_s[kInner][kFlashStride];
-  __shared__ __align__(16) E do_s[kInner][kFlashStride];
+  __shared__ __align__(16) E q_s[F::kInner][kFlashStride];
+  __shared__ __align__(16) E do_s[F::kInner][kFlashStride];
   __shared__ float mask_s[F::kRows];
-  __shared__ float lse_s[kInner];
-  __shared__ float dot_s[kInner];
+  __shared__ float lse_s[F::kInner];
+  __shared__ float dot_s[F::kInner];
   // Dropout keep bits of the tile, [query][key word] (keep_words_load); with kDqAtomic the same
   // bytes then hold dSᵀ [key][query] for dQ (a barrier separates them).
-  constexpr int kDsStride = kInner + 8;  // +8: 16-byte aligned ldmatrix rows on distinct banks
+  constexpr int kDsStride = F::kInner + 8;  // +8: 16-byte aligned ldmatrix rows on distinct banks
   constexpr int kKeyWords = F::kRows / 32;
-  constexpr int kKeepBytes = kDropout ? kInner * kKeyWords * 4 : 4;
+  constexpr int kKeepBytes = kDropout ? F::kInner * kKeyWords * 4 : 4;
   constexpr int kDsBytes = kDq == kDqAtomic ? F::kRows * kDsStride * static_cast<int>(sizeof(E)) : 0;
   __shared__ __align__(16) unsigned char keep_ds_s[kKeepBytes > kDsBytes ? kKeepBytes : kDsBytes];
   const auto keep_w = reinterpret_cast<uint32_t (*)[kKeyWords]>(keep_ds_s);
@@ -118,20 +117,20 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
 
-  for (int i0 = 0; i0 < seq; i0 += kInner) {
+  for (int i0 = 0; i0 < seq; i0 += F::kInner) {
     __syncthreads();  // previous Q/dO tile consumed (and, first time, K/V/mask visible below)
-    flash::load_tile<E, kInner, F::kThreads, kUnrollLoads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
-    flash::load_tile<E, kInner, F::kThreads, kUnrollLoads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
-    flash::block_for<kInner, F::kThreads, kUnrollLoads>([&](int r) {
+    flash::load_tile<E, F::kInner, F::kThreads, kUnrollLoads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
+    flash::load_tile<E, F::kInner, F::kThreads, kUnrollLoads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
+    for (int r = threadIdx.x; r < F::kInner; r += F::kThreads) {
       const bool in = i0 + r < seq;
       lse_s[r] = in ? lse_g[i0 + r] : __int_as_float(0x7f800000);  // +inf: P = 0 for missing queries
       dot_s[r] = in ? dot_g[i0 + r] : 0.f;
-    });
+    }
     // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the bits.
-    if constexpr (kDropout) flash::keep_words_load<kInner, F::kRows, F::kThreads, kUnrollLoads>(keep_w, p.bits, bh, seq, i0, j0);
+    if constexpr (kDropout) flash::keep_words_load<F::kInner, F::kRows, F::kThreads, kUnrollLoads>(keep_w, p.bits, bh, seq, i0, j0);
     __syncthreads();
 
-    // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x kInner queries.
+    // Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ for the warp's 16 keys x F::kInner queries.
     float st[kQTiles][4], dpt[kQTiles][4];
     flash::mma_pair_nt<E, kQTiles>(st, dpt, k_s, v_s, q_s, do_s, wrow);
 
@@ -171,7 +170,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 
     // dV += (P ⊙ Z)ᵀ·dO and dK += dSᵀ·Q: queries are the k dimension; dO and Q are stored [k][n].
 #pragma unroll
-    for (int kk = 0; kk < kInner / 16; ++kk) {
+    for (int kk = 0; kk < F::kInner / 16; ++kk) {
       uint32_t pa[4], sa[4];
       flash::c_to_a<E, kQTiles>(pa, st, kk);
       if constexpr (kDq == kDqGemm) {
@@ -215,9 +214,9 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 
     if constexpr (kDq == kDqAtomic) {
       __syncthreads();  // dSᵀ of all the block's keys in ds_s
-      // dq_acc[queries i0 + wrow .. + 16) += dS·K over the block's keys (kInner = 16·kWarps: warp w
+      // dq_acc[queries i0 + wrow .. + 16) += dS·K over the block's keys (F::kInner = 16·kWarps: warp w
       // takes the tile's queries 16w..), 16 columns at a time, into fp32 vector reductions.
-      static_assert(kInner == 16 * F::kWarps, "a warp's dQ share is 16 queries of the tile");
+      static_assert(F::kInner == 16 * F::kWarps, "a warp's dQ share is 16 queries of the tile");
       uint32_t sa[F::kRows / 16][4];
 #pragma unroll
       for (int ks = 0; ks < F::kRows / 16; ++ks) flash::load_a_km<E, kDsStride>(sa[ks], ds_s, wrow, ks);

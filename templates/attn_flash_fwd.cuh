@@ -42,7 +42,8 @@ struct AttnFlashFwdParams {
 // measured no faster on the H200 at BERT-Large (v11: 130 registers, 3 resident blocks per SM
 // instead of 4, which hid the loads as well). The kernel is issue-bound (ncu: 55% of issue slots at
 // (16,512)); straight-line loads cut its PTX by a third (2694 -> 1813 lines at BERT-Large) and its
-// time by ~20% (v13). With the keep flags from the bits it is built for 4 resident blocks (FlashFwdTile::kMinBlocks).
+// time by ~20% (v13). With one K/V buffer and the keep flags from the bits (or no attention
+// dropout) it is built for FlashFwdTile::kMinBlocks resident blocks (the plan's launch bounds).
 template <typename E, bool kDropout, bool kStoreBits, bool kLoadBits, int kStages = 1>
 __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p) {
   static_assert(sizeof(E) == 2, "fused attention runs on fp16/bf16 only");

@@ -185,14 +185,12 @@ __device__ __forceinline__ void block_for(Fn&& f) {
 template <int kTileRows, int kThreads, bool kUnroll = true, typename Fn>
 __device__ __forceinline__ void tile_chunks(Fn&& f) {
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  if constexpr (!kUnroll) {
-    for (int c = threadIdx.x; c < kTileRows * kChunks; c += kThreads) f(c / kChunks, (c % kChunks) * 8);
-  } else if constexpr (kThreads % kChunks == 0 && (kTileRows * kChunks) % kThreads == 0) {
+  if constexpr (kUnroll && kThreads % kChunks == 0 && (kTileRows * kChunks) % kThreads == 0) {
     const int r0 = static_cast<int>(threadIdx.x) / kChunks, k = (static_cast<int>(threadIdx.x) % kChunks) * 8;
 #pragma unroll
     for (int i = 0; i < kTileRows * kChunks / kThreads; ++i) f(r0 + i * (kThreads / kChunks), k);
   } else {
-    block_for<kTileRows * kChunks, kThreads>([&](int c) { f(c / kChunks, (c % kChunks) * 8); });
+    block_for<kTileRows * kChunks, kThreads, kUnroll>([&](int c) { f(c / kChunks, (c % kChunks) * 8); });
   }
 }
 
