@@ -4,7 +4,9 @@ dskc (`dskc bench --csv`), forward + backward, fp16, on the current GPU, in one 
 
 Prints a markdown table with ms per layer and the ratios to dskc, plus activation MiB per layer
 (the memory held between forward and backward). Usage:
-    python3 bench/compare_torch.py --dskc build/dskc [--shapes 64x128,16x512] [--ln pre,post]
+    python3 bench/compare_torch.py --dskc build/dskc [--shapes 64x128,16x512] [--ln pre,post] [--gelu erf,tanh]
+--gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
+dskc config gelu_approximation "tanh", whose GELU runs in cuBLASLt's GEMM epilogues).
 """
 import argparse
 import json
@@ -18,11 +20,12 @@ import torch.nn.functional as F
 
 
 class BertLayer(torch.nn.Module):
-    """The layer dskc computes (DeepSpeed's kernel layout): fused QKV, SDPA, erf GELU."""
+    """The layer dskc computes (DeepSpeed's kernel layout): fused QKV, SDPA, erf (or tanh) GELU."""
 
-    def __init__(self, hidden, heads, inter, pre_ln, p_attn=0.1, p_hidden=0.1, sdpa=True):
+    def __init__(self, hidden, heads, inter, pre_ln, p_attn=0.1, p_hidden=0.1, sdpa=True, gelu="erf"):
         super().__init__()
         self.sdpa = sdpa
+        self.gelu_approx = "tanh" if gelu == "tanh" else "none"
         self.h, self.n, self.pre = hidden, heads, pre_ln
         self.qkv = torch.nn.Linear(hidden, 3 * hidden)
         self.o = torch.nn.Linear(hidden, hidden)
@@ -43,7 +46,7 @@ class BertLayer(torch.nn.Module):
         return self.o(c.transpose(1, 2).reshape(b, s, self.h))
 
     def ffn(self, x):
-        return self.out(F.gelu(self.inter(x)))
+        return self.out(F.gelu(self.inter(x), approximate=self.gelu_approx))
 
     def forward(self, x, mask):
         d = lambda t: F.dropout(t, self.ph, self.training)
@@ -106,6 +109,7 @@ def main():
     ap.add_argument("--dskc", default="build/dskc")
     ap.add_argument("--shapes", default="64x128,16x512")
     ap.add_argument("--ln", default="pre,post")
+    ap.add_argument("--gelu", default="erf", help="erf, tanh or erf,tanh")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
@@ -115,31 +119,32 @@ def main():
     rows = []
     for shape in args.shapes.split(","):
         b, s = map(int, shape.split("x"))
-        for ln in args.ln.split(","):
+        for ln, gelu in [(ln, g) for ln in args.ln.split(",") for g in args.gelu.split(",")]:
             pre = ln == "pre"
+            extra = {"gelu_approximation": "tanh"} if gelu == "tanh" else {}
             # eager: BERT's unfused attention with the additive mask; compile: SDPA (flash) + torch.compile
-            layer = BertLayer(1024, 16, 4096, pre, sdpa=False).cuda().half().train()
+            layer = BertLayer(1024, 16, 4096, pre, sdpa=False, gelu=gelu).cuda().half().train()
             ef, eb, em = time_layer(layer, b, s, 1024, args.iters, args.warmup)
             if args.no_compile:
                 cf = cb = cm = float("nan")
             else:
-                fused = BertLayer(1024, 16, 4096, pre, sdpa=True).cuda().half().train()
+                fused = BertLayer(1024, 16, 4096, pre, sdpa=True, gelu=gelu).cuda().half().train()
                 compiled = torch.compile(fused)
                 cf, cb, cm = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
-            d = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, {})
+            d = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra)
             dall = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup,
-                            {"attn_dropout_checkpoint": True, "normalize_invertible": True, "gelu_checkpoint": True})
-            rows.append((b, s, ln, ef + eb, cf + cb, d, dall, em, cm))
+                            dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True))
+            rows.append((b, s, ln, gelu, ef + eb, cf + cb, d, dall, em, cm))
             del layer
             torch.cuda.empty_cache()
     print()
-    print("| batch | seq | LN | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "
+    print("| batch | seq | LN | GELU | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "
           "compile/dskc | MiB eager | MiB compile | MiB dskc | MiB dskc all flags |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for b, s, ln, e, c, d, dall, em, cm in rows:
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for b, s, ln, gelu, e, c, d, dall, em, cm in rows:
         dt = d[0] + d[1] if d else float("nan")
         dat = dall[0] + dall[1] if dall else float("nan")
-        print(f"| {b} | {s} | {ln} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} | "
+        print(f"| {b} | {s} | {ln} | {gelu} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} | "
               f"{em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | {dall[2] if dall else float('nan'):.0f} |")
 
 

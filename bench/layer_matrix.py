@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """dskc bench over the variants issue 5 asks about, for the BERT-Large layer at (64,128) and
-(16,512): default fp16 Pre-LN, stochastic_mode, Post-LN, bf16, each memory flag, all flags.
+(16,512): default fp16 Pre-LN, stochastic_mode, Post-LN, bf16, each memory flag, all flags, tanh GELU.
 Prints one markdown table (median ms fwd/bwd/total over interleaved rounds, the least total, the
 difference from the default, activation MiB). Usage:
     python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--rounds 3]
@@ -28,6 +28,7 @@ VARIANTS = [
     ("normalize_invertible", {"normalize_invertible": True}),
     ("gelu_checkpoint", {"gelu_checkpoint": True}),
     ("all three flags", {"attn_dropout_checkpoint": True, "normalize_invertible": True, "gelu_checkpoint": True}),
+    ("tanh GELU", {"gelu_approximation": "tanh"}),
 ]
 
 

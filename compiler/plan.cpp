@@ -133,6 +133,13 @@ int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_fl
          (word_flags ? rows * (keys / 32) * 4 : 4);
 }
 
+GeluPath gelu_path_from_env() {
+  return env_choice("DSKC_GELU", GeluPath::EpilogueWhereSupported,
+                    {{"epilogue", GeluPath::EpilogueWhereSupported}, {"kernel", GeluPath::Kernel}},
+                    "\"epilogue\" (the default: a tanh GELU runs in cuBLASLt's GELU_AUX_BIAS / DGELU epilogues "
+                    "where the layer allows) or \"kernel\" (bias_gelu_fwd / bias_gelu_bwd)");
+}
+
 BiasGrad bias_grad_from_env() {
   return env_choice("DSKC_BIAS_GRAD", BiasGrad::Gemv,
                     {{"gemv", BiasGrad::Gemv}, {"epilogue", BiasGrad::Epilogue}, {"partials", BiasGrad::Partials}},
@@ -257,6 +264,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                   48 * 1024
           ? 2
           : 1;
+  // cuBLASLt's GELU epilogues compute the tanh form; the bias gradient of inter_b then comes from
+  // cuBLASLt too (no bias_gelu_bwd to write partials), and gelu_checkpoint rebuilds GELU(h) in the
+  // bias_gelu_bwd pass, so it keeps the kernels.
+  const GeluPath gelu_src = opt.gelu == GeluPath::FromEnvironment ? gelu_path_from_env() : opt.gelu;
+  plan.gelu_in_gemm = gelu_src == GeluPath::EpilogueWhereSupported && c.gelu_approximation == GeluForm::Tanh &&
+                      c.dtype() != DType::F32 && bias_src != BiasGrad::Partials && !c.gelu_checkpoint &&
+                      c.intermediate_size % 8 == 0;  // the aux matrix's leading dimension
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
@@ -298,10 +312,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,
          "attn_ob bias + " + hd + "residual add + LayerNorm(attn_nw, attn_nb)");
-  b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams",
-                "bias_gelu_fwd_impl<kInter, false>",
-                I, std::string("GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") +
-                       ") of the intermediate GEMM output (its cuBLASLt epilogue adds inter_b)");
+  if (!plan.gelu_in_gemm)
+    b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams",
+                  "bias_gelu_fwd_impl<kInter, false>",
+                  I, std::string("GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") +
+                         ") of the intermediate GEMM output (its cuBLASLt epilogue adds inter_b)");
   if (pre)
     b.elementwise(Pass::Forward, "bias_dropout_residual_fwd_ffn", "bias_dropout_residual_fwd",
                   "BiasDropoutResidualParams",
@@ -324,11 +339,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const std::string partials = epi ? "false" : "true";
   // Backward of dropout(x + bias) at one site: masking (+ bias partials in fp32).
   auto dropout_bwd = [&](const std::string& name, const std::string& stream, const std::string& bias) {
-    if (epi && !hid_drop) return;  // nothing to do: the GEMM epilogue sums the bias gradient
-    b.tiles(Pass::Backward, name, "dropout_bias_grad", "DropoutBiasGradParams",
-            "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, " + stream + ", " + partials + ">", H, "kHidden",
-            epi ? "hidden dropout backward (mask regenerated; " + bias + " bias gradient by " + by + ")"
-                : hd + bias + " bias-gradient partials");
+    if (epi && !hid_drop) return;  // nothing to do: cuBLASLt sums the bias gradient
+    if (epi)
+      b.elementwise(Pass::Backward, name, "dropout_bias_grad", "DropoutBiasGradParams",
+                    "dropout_bwd_impl<kHidden, " + stream + ">", H,
+                    "hidden dropout backward (mask regenerated; " + bias + " bias gradient by " + by + ")");
+    else
+      b.tiles(Pass::Backward, name, "dropout_bias_grad", "DropoutBiasGradParams",
+              "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, " + stream + ">", H, "kHidden",
+              hd + bias + " bias-gradient partials");
   };
   if (train) {
     const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
@@ -340,10 +359,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     // gelu_checkpoint: the same pass also rebuilds GELU(h) for the output_w gradient, which then
     // runs after it (runtime/transformer_layer.cpp).
     const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
-    b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
-            "bias_gelu_bwd_impl<kInter, " + partials + (c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
-            (epi ? "GELU backward (inter_b gradient by " + by + ")"
-                 : "GELU backward + inter_b bias-gradient partials") + regelu);
+    if (!plan.gelu_in_gemm)
+      b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
+              "bias_gelu_bwd_impl<kInter, " + partials + (c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
+              (epi ? "GELU backward (inter_b gradient by " + by + ")"
+                   : "GELU backward + inter_b bias-gradient partials") + regelu);
     // With the bias gradient in cuBLASLt, the attention output's dropout backward (masking only) is
     // folded into this LayerNorm backward, which writes both gradients.
     const bool fold = epi && hid_drop;

@@ -84,6 +84,13 @@ struct LayerPlan {
   // bias_grad_in_gemm with hidden dropout: layernorm_bwd_attn also writes the gradient through the
   // attention output's dropout (no dropout_bias_grad_attn_out pass).
   bool attn_out_dropout_in_ln = false;
+  // tanh GELU (gelu_approximation "tanh", DeepSpeed's kernel's GELU) in fp16/bf16 with bias
+  // gradients from cuBLASLt and no gelu_checkpoint: the GELU runs in cuBLASLt epilogues, where
+  // cuBLASLt's GELU is the tanh form: gemm_inter_fwd with GELU_AUX_BIAS writes GELU(h) into
+  // ffn_gelu_out and h = x·Wᵀ + b into ffn_pre_gelu, gemm_output_dgrad with DGELU (h as its aux
+  // input) writes dh = dg ⊙ GELU'(h); no bias_gelu_fwd / bias_gelu_bwd passes. The same tensors
+  // are kept as with the kernels. DSKC_GELU=kernel keeps the kernels (A/B).
+  bool gelu_in_gemm = false;
   // Attention runs as the fused kernels attn_flash_* (no P / dropout(P) kept; the row logsumexp
   // attn_lse instead) rather than batched GEMMs + attn_softmax_dropout_*.
   bool fused_attention = false;
@@ -142,6 +149,12 @@ enum class AttnDq {
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
 };
+// Where tanh-GELU layers compute the GELU and its gradient (LayerPlan::gelu_in_gemm).
+enum class GeluPath {
+  FromEnvironment,         // DSKC_GELU: unset, "" or "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel
+  EpilogueWhereSupported,  // cuBLASLt GELU_AUX_BIAS / DGELU epilogues where LayerPlan::gelu_in_gemm allows
+  Kernel,                  // bias_gelu_fwd / bias_gelu_bwd (always for the erf GELU)
+};
 // Where fp16/bf16 layers sum their four bias gradients (fp32 layers always use partials).
 enum class BiasGrad {
   FromEnvironment,  // DSKC_BIAS_GRAD: unset, "" or "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials
@@ -155,6 +168,7 @@ struct PlanOptions {
   AttnMask attn_mask = AttnMask::FromEnvironment;
   AttnDq attn_dq = AttnDq::FromEnvironment;
   BiasGrad bias_grad = BiasGrad::FromEnvironment;
+  GeluPath gelu = GeluPath::FromEnvironment;
   // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 1). The plan
   // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
   int attn_fwd_stages = 0;
@@ -178,6 +192,9 @@ int attn_fwd_stages_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
 // other value is an Error(Config) naming the variable.
 BiasGrad bias_grad_from_env();
+// Reads DSKC_GELU (unset, "", "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel); any other
+// value is an Error(Config) naming the variable.
+GeluPath gelu_path_from_env();
 
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).
 constexpr int kSeqPadElems = 8;

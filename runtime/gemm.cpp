@@ -56,7 +56,7 @@ Gemm::Gemm(Context& ctx, DType dtype, bool autotune)
 Gemm::~Gemm() = default;
 
 Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdeviceptr a, CUdeviceptr b,
-                           CUdeviceptr c, CUdeviceptr bias_ptr) {
+                           CUdeviceptr c, CUdeviceptr bias_ptr, CUdeviceptr aux) {
   auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, static_cast<int>(epi),
                              beta != 0.f);
   auto it = plans_.find(key);
@@ -70,10 +70,26 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
   DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (epi != Epilogue::None) {
     // Column-major view: BIAS adds along D's rows (our N); BGRADB sums cuBLAS's B (our A) over k.
-    cublasLtEpilogue_t e = epi == Epilogue::Bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    // The GELU epilogues' aux matrix has D's shape: [N, M] column-major with C's leading dimension.
+    const cublasLtEpilogue_t e = epi == Epilogue::Bias          ? CUBLASLT_EPILOGUE_BIAS
+                                 : epi == Epilogue::BiasGrad    ? CUBLASLT_EPILOGUE_BGRADB
+                                 : epi == Epilogue::GeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                                : CUBLASLT_EPILOGUE_DGELU;
     DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
-    cudaDataType_t bt = t;
-    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    if (epi != Epilogue::DGelu) {
+      cudaDataType_t bt = t;
+      DSKC_CUBLAS(
+          blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    }
+    if (epi == Epilogue::GeluAuxBias || epi == Epilogue::DGelu) {
+      DSKC_ASSERT(s.ldc % 8 == 0, "cuBLASLt's GELU aux matrix needs a leading dimension divisible by 8");
+      const int64_t ld = s.ldc;
+      DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+      // The heuristic reads the pointer's alignment.
+      void* ap = reinterpret_cast<void*>(aux);
+      DSKC_CUBLAS(
+          blas().cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof(ap)));
+    }
   }
   // Stored shapes (column-major rows x cols): B as op's input is [N,K] if !trans_b else [K,N].
   DSKC_CUBLAS(blas().cublasLtMatrixLayoutCreate(&p->a, t, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb));
@@ -143,11 +159,11 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
     // replaces the heuristic's first choice only when it is at least 2% faster: run-to-run noise
     // must not pick a slower kernel than the default mode's.
     auto time_of = [&](const cublasLtMatmulAlgo_t& algo) {
-      launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &algo, main);  // warm-up
+      launch(*p, a, b, c, 1.f, 0.f, bias_ptr, aux, &algo, main);  // warm-up
       float least = 1e30f;
       for (int round = 0; round < 3; ++round) {
         DSKC_CU(cuEventRecord(e0, ctx_.stream()));
-        for (int r = 0; r < 3; ++r) launch(*p, a, b, c, 1.f, 0.f, bias_ptr, &algo, main);
+        for (int r = 0; r < 3; ++r) launch(*p, a, b, c, 1.f, 0.f, bias_ptr, aux, &algo, main);
         DSKC_CU(cuEventRecord(e1, ctx_.stream()));
         DSKC_CU(cuEventSynchronize(e1));
         float ms = 0;
@@ -171,7 +187,11 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
       fmt::print(stderr,
                  "dskc gemm autotune: m={} n={} k={}{}: heuristic first {:.4f} ms; {} candidates; chosen #{} "
                  "{:.4f} ms{}\n",
-                 s.m, s.n, s.k, epi == Epilogue::BiasGrad ? " (bias gradient)" : epi == Epilogue::Bias ? " (bias)" : "",
+                 s.m, s.n, s.k, epi == Epilogue::BiasGrad      ? " (bias gradient)"
+                 : epi == Epilogue::Bias        ? " (bias)"
+                 : epi == Epilogue::GeluAuxBias ? " (bias + GELU)"
+                 : epi == Epilogue::DGelu       ? " (GELU gradient)"
+                                                : "",
                  first, cand.size(), chosen, best,
                  cand[chosen].splits > 1 ? fmt::format(" (split-K {})", cand[chosen].splits) : std::string());
     driver().cuEventDestroy(e0);
@@ -183,10 +203,14 @@ Gemm::Plan& Gemm::plan_for(const GemmShape& s, Epilogue epi, float beta, CUdevic
 }
 
 void Gemm::launch(Plan& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha, float beta, CUdeviceptr bias,
-                  const void* algo, const GemmLane& lane) {
+                  CUdeviceptr aux, const void* algo, const GemmLane& lane) {
   if (bias) {
     void* bp = reinterpret_cast<void*>(bias);
     DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
+  }
+  if (aux) {
+    void* ap = reinterpret_cast<void*>(aux);
+    DSKC_CUBLAS(blas().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof(ap)));
   }
   DSKC_CUBLAS(blas().cublasLtMatmul(ctx_.cublaslt(), p.desc, &alpha, reinterpret_cast<const void*>(b), p.a,
                              reinterpret_cast<const void*>(a), p.b, &beta, reinterpret_cast<void*>(c), p.c,
@@ -200,8 +224,21 @@ void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, 
   DSKC_ASSERT(!(bias && bias_grad), "a GEMM takes a bias or computes a bias gradient, not both");
   const Epilogue epi = bias ? Epilogue::Bias : bias_grad ? Epilogue::BiasGrad : Epilogue::None;
   const CUdeviceptr vec = bias ? bias : bias_grad;
-  Plan& p = plan_for(s, epi, beta, a, b, c, vec);
-  launch(p, a, b, c, alpha, beta, vec, &p.algo, lane ? *lane : ctx_.main_lane());
+  Plan& p = plan_for(s, epi, beta, a, b, c, vec, 0);
+  launch(p, a, b, c, alpha, beta, vec, 0, &p.algo, lane ? *lane : ctx_.main_lane());
+}
+
+void Gemm::run_gelu_aux_bias(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
+                             CUdeviceptr aux) {
+  DSKC_ASSERT(bias && aux, "GELU_AUX_BIAS takes a bias and an aux output");
+  Plan& p = plan_for(s, Epilogue::GeluAuxBias, 0.f, a, b, c, bias, aux);
+  launch(p, a, b, c, 1.f, 0.f, bias, aux, &p.algo, ctx_.main_lane());
+}
+
+void Gemm::run_dgelu(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr aux) {
+  DSKC_ASSERT(aux, "DGELU takes the forward's pre-activation as its aux input");
+  Plan& p = plan_for(s, Epilogue::DGelu, 0.f, a, b, c, 0, aux);
+  launch(p, a, b, c, 1.f, 0.f, 0, aux, &p.algo, ctx_.main_lane());
 }
 
 void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,

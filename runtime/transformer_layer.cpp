@@ -296,6 +296,18 @@ void TransformerLayer::gemm(const char* name, const GemmShape& s, CUdeviceptr a,
   if (prof_) prof_->end(ctx_.stream());
 }
 
+void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                                 CUdeviceptr bias, CUdeviceptr aux) {
+  main_waits_for(c);
+  main_waits_for(aux);
+  if (prof_) prof_->begin(name, ctx_.stream());
+  if (bias)
+    gemm_->run_gelu_aux_bias(s, a, b, c, bias, aux);
+  else
+    gemm_->run_dgelu(s, a, b, c, aux);
+  if (prof_) prof_->end(ctx_.stream());
+}
+
 void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                                  CUdeviceptr bias_grad) {
   // bias_grad_gemv: bias_grad[M] = ones[1, K]·A[K, M] (A = dY, read as stored) by its own GEMM just
@@ -412,9 +424,14 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     run_kernel("bias_dropout_residual_layernorm_fwd_attn", &p, rows);
   }
   // ffn_pre_gelu = ln_attn_out · inter_wᵀ + inter_b (epilogue); then GELU          [rows, I]
-  gemm("gemm_inter_fwd", {false, true, rows, I, H, H, H, I}, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"), 1.f, 0.f,
-       param("inter_b"));
-  {
+  const GemmShape inter_fwd{false, true, rows, I, H, H, H, I};
+  if (plan_.gelu_in_gemm) {
+    // ffn_gelu_out = GELU(ffn_pre_gelu), both from the GEMM's GELU_AUX_BIAS epilogue
+    gemm_gelu("gemm_inter_fwd", inter_fwd, t("ln_attn_out"), param("inter_w"), t("ffn_gelu_out"), param("inter_b"),
+              t("ffn_pre_gelu"));
+  } else {
+    gemm("gemm_inter_fwd", inter_fwd, t("ln_attn_out"), param("inter_w"), t("ffn_pre_gelu"), 1.f, 0.f,
+         param("inter_b"));
     kp::BiasGeluFwd p{P(t("ffn_pre_gelu")), P(param("inter_b")), P(t("ffn_gelu_out")), rows};
     run_kernel("bias_gelu_fwd", &p, rows);
   }
@@ -527,8 +544,12 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
               epi_bias("output_b"));
   };
   if (!c.gelu_checkpoint) output_wgrad();
-  gemm("gemm_output_dgrad", {false, false, rows, I, H, H, I, I}, d_o, param("output_w"), gi);
-  {
+  const GemmShape output_dgrad{false, false, rows, I, H, H, I, I};
+  if (plan_.gelu_in_gemm) {
+    // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue
+    gemm_gelu("gemm_output_dgrad", output_dgrad, d_o, param("output_w"), gi, 0, t("ffn_pre_gelu"));
+  } else {
+    gemm("gemm_output_dgrad", output_dgrad, d_o, param("output_w"), gi);
     main_waits_for(gi);
     if (!epi) main_waits_for(part);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));

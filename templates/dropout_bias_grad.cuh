@@ -1,8 +1,7 @@
 // dropout_bias_grad: backward of y = dropout(x + bias): dx = mask·dy/(1−p) (regenerated from
 // the counter RNG; written over dy's copy in dx) and per-block partial bias gradients Σ dx.
-// Without dropout (the QKV bias) it only sums columns and writes nothing else. Without
-// kPartials (fp16/bf16: the weight-gradient GEMM's cuBLASLt BGRADB epilogue sums the bias
-// gradient) it only applies the dropout mask.
+// Without dropout (the QKV bias) it only sums columns and writes nothing else. fp16/bf16 layers,
+// whose bias gradients cuBLASLt sums, run only the masking: the elementwise dropout_bwd_impl below.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"
@@ -18,7 +17,7 @@ struct DropoutBiasGradParams {
   DropoutArgs rng;
 };
 
-template <int kCols, bool kDropout, uint32_t kStream, bool kPartials = true>
+template <int kCols, bool kDropout, uint32_t kStream>
 __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer;
@@ -51,7 +50,6 @@ __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradPara
       }
     }
   }
-  if constexpr (!kPartials) return;
   float* part = p.part + static_cast<size_t>(blockIdx.x) * kCols;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
@@ -60,6 +58,26 @@ __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradPara
 #pragma unroll
       for (int i = 0; i < kV; ++i) part[c + i] = acc[k][i];
     }
+  }
+}
+
+// dropout_bwd: the masking alone (dropout_bias_grad_impl with kDropout and no partials), as an
+// elementwise pass: 16-byte vectors, a grid-stride loop over the whole tensor, so each thread has
+// one load in flight per vector instead of eight rows of a tile one after another.
+template <int kCols, uint32_t kStream>
+__device__ __forceinline__ void dropout_bwd_impl(const DropoutBiasGradParams& p) {
+  constexpr int kV = VecWidth<T, kCols>::value;
+  const size_t n_vec = static_cast<size_t>(p.rows) * (kCols / kV);
+  for (size_t vi = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; vi < n_vec;
+       vi += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t e = vi * kV;
+    float d[kV];
+    load_f<T, kV>(p.dy + e, d);
+    bool keep[kV];
+    dropout_keep_n<kV>(p.rng, kStream, e, kHiddenDropoutThreshold, keep);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) d[i] = keep[i] ? d[i] * kHiddenDropoutScale : 0.f;
+    store_f<T, kV>(p.dx + e, d);
   }
 }
 

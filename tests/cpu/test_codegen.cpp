@@ -512,7 +512,7 @@ TEST_CASE("fp16/bf16 take bias gradients from cuBLASLt column-sum GEMMs (or the 
           CHECK_FALSE(has_kernel(p, "dropout_bias_grad_attn_out"));
           CHECK(p.attn_out_dropout_in_ln);
           const KernelInfo& ffn = *p.find_kernel("dropout_bias_grad_ffn_out");
-          CHECK(ffn.instantiation == "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput, false>");
+          CHECK(ffn.instantiation == "dropout_bwd_impl<kHidden, dskc_rng::kStreamFfnOutput>");
           CHECK(ffn.fuses == "hidden dropout backward (mask regenerated; output_b bias gradient by " + by + ")");
           const KernelInfo& ln = *p.find_kernel("layernorm_bwd_attn");
           CHECK(ln.instantiation == std::string("layernorm_bwd_impl<kHidden, kNormalizeInvertible, ") +
@@ -520,7 +520,7 @@ TEST_CASE("fp16/bf16 take bias gradients from cuBLASLt column-sum GEMMs (or the 
           CHECK(ln.fuses.find("+ the attention output's hidden dropout backward (mask regenerated)") != std::string::npos);
           CHECK(ffn.op == "dropout_bias_grad");
           CHECK(ffn.pass == Pass::Backward);
-          CHECK(ffn.grid == GridKind::RowTiles);
+          CHECK(ffn.grid == GridKind::Elementwise);  // masking only: no row tiles for partials
           const KernelInfo& gelu = *p.find_kernel("bias_gelu_bwd");
           CHECK(gelu.instantiation == "bias_gelu_bwd_impl<kInter, false" + regelu);
           CHECK(gelu.fuses == "GELU backward (inter_b gradient by " + by + ")" + regelu_text);
@@ -536,7 +536,8 @@ TEST_CASE("fp16/bf16 take bias gradients from cuBLASLt column-sum GEMMs (or the 
           for (const char* k : kBiasReduceKernels) CHECK_MESSAGE(has_kernel(p, k), k);
           REQUIRE(has_kernel(p, "dropout_bias_grad_attn_out"));
           CHECK(p.find_kernel("dropout_bias_grad_attn_out")->instantiation ==
-                "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput, true>");
+                "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>");
+          CHECK(p.find_kernel("dropout_bias_grad_attn_out")->grid == GridKind::RowTiles);
           CHECK(p.find_kernel("layernorm_bwd_attn")->instantiation.find("true") == std::string::npos);
         }
         const LayerPlan p = make_plan(with_dtype(c, t));
@@ -568,9 +569,9 @@ TEST_CASE("fp16/bf16 take bias gradients from cuBLASLt column-sum GEMMs (or the 
         REQUIRE(has_kernel(p, "dropout_bias_grad_ffn_out"));
         REQUIRE(has_kernel(p, "dropout_bias_grad_attn_out"));
         CHECK(p.find_kernel("dropout_bias_grad_ffn_out")->instantiation ==
-              "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput, true>");
+              "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>");
         CHECK(p.find_kernel("dropout_bias_grad_attn_out")->instantiation ==
-              "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput, true>");
+              "dropout_bias_grad_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>");
         CHECK(p.find_kernel("dropout_bias_grad_ffn_out")->fuses == hd + "output_b bias-gradient partials");
         CHECK(p.find_kernel("dropout_bias_grad_attn_out")->fuses == hd + "attn_ob bias-gradient partials");
         CHECK(p.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_impl<kInter, true" + regelu);
@@ -1069,6 +1070,62 @@ TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 dou
   }
   for (const char* bad : {"3", "0", "two", " 2"})
     check_env_error("DSKC_ATTN_FWD_STAGES", bad, "1", "2", [] { attn_fwd_stages_from_env(); });
+}
+
+TEST_CASE("tanh GELU runs in cuBLASLt's GELU_AUX_BIAS / DGELU epilogues where the layer allows; DSKC_GELU=kernel keeps "
+          "the kernels") {
+  auto plan_of = [](LayerConfig c, GeluPath g = GeluPath::Kernel, BiasGrad bg = BiasGrad::Gemv) {
+    PlanOptions o;
+    o.gelu = g;
+    o.bias_grad = bg;
+    return make_plan(c, o);
+  };
+  LayerConfig tanh = bert_large();
+  tanh.gelu_approximation = GeluForm::Tanh;
+  const LayerPlan epi = plan_of(tanh, GeluPath::EpilogueWhereSupported);
+  CHECK(epi.gelu_in_gemm);
+  CHECK_FALSE(has_kernel(epi, "bias_gelu_fwd"));
+  CHECK_FALSE(has_kernel(epi, "bias_gelu_bwd"));
+  // The same tensors as the kernels keep: h for GELU', GELU(h) for the output_w gradient.
+  const LayerPlan ker = plan_of(tanh, GeluPath::Kernel);
+  CHECK_FALSE(ker.gelu_in_gemm);
+  CHECK(has_kernel(ker, "bias_gelu_fwd"));
+  CHECK(has_kernel(ker, "bias_gelu_bwd"));
+  CHECK(epi.find_saved("ffn_pre_gelu") != nullptr);
+  CHECK(epi.find_saved("ffn_gelu_out") != nullptr);
+  CHECK(epi.activation_bytes() == ker.activation_bytes());
+  CHECK(epi.kernels.size() + 2 == ker.kernels.size());
+  CHECK(emit(epi).source.find("bias_gelu") == std::string::npos);
+  CHECK(plan_of(with_dtype(tanh, DType::BF16), GeluPath::EpilogueWhereSupported).gelu_in_gemm);
+  LayerConfig inf = tanh;
+  inf.training = false;
+  CHECK(plan_of(inf, GeluPath::EpilogueWhereSupported).gelu_in_gemm);
+  // Where it does not apply: the erf GELU (cuBLASLt's is the tanh form), fp32, gelu_checkpoint (its
+  // GELU backward pass rebuilds GELU(h)), bias partials (bias_gelu_bwd writes inter_b's), and an
+  // intermediate size that is not a multiple of 8 (the aux matrix's leading dimension).
+  CHECK_FALSE(plan_of(bert_large(), GeluPath::EpilogueWhereSupported).gelu_in_gemm);
+  CHECK_FALSE(plan_of(with_dtype(tanh, DType::F32), GeluPath::EpilogueWhereSupported).gelu_in_gemm);
+  LayerConfig ck = tanh;
+  ck.gelu_checkpoint = true;
+  CHECK_FALSE(plan_of(ck, GeluPath::EpilogueWhereSupported).gelu_in_gemm);
+  CHECK(has_kernel(plan_of(ck, GeluPath::EpilogueWhereSupported), "bias_gelu_bwd"));
+  CHECK_FALSE(plan_of(tanh, GeluPath::EpilogueWhereSupported, BiasGrad::Partials).gelu_in_gemm);
+  CHECK(plan_of(tanh, GeluPath::EpilogueWhereSupported, BiasGrad::Epilogue).gelu_in_gemm);
+  LayerConfig odd = tanh;
+  odd.intermediate_size = 4092;
+  CHECK_FALSE(plan_of(odd, GeluPath::EpilogueWhereSupported).gelu_in_gemm);
+  // The environment: the epilogue by default.
+  {
+    dskc_test::ScopedEnv env("DSKC_GELU", nullptr);
+    CHECK(make_plan(tanh).gelu_in_gemm);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_GELU", "kernel");
+    CHECK_FALSE(make_plan(tanh).gelu_in_gemm);
+    CHECK(plan_of(tanh, GeluPath::EpilogueWhereSupported).gelu_in_gemm);  // explicit options win
+  }
+  for (const char* bad : {"tanh", "EPILOGUE", " kernel"})
+    check_env_error("DSKC_GELU", bad, "epilogue", "kernel", [] { gelu_path_from_env(); });
 }
 
 TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "

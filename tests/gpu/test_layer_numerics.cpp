@@ -18,6 +18,7 @@
 #include <map>
 
 #include "compiler/nvrtc_compile.h"
+#include "compiler/plan.h"
 #include "compiler/templates.h"
 #include "runtime/driver.h"
 #include "gpu_util.h"
@@ -175,6 +176,14 @@ TEST_CASE("fp32 Post-LN, hidden 160 (head dim 80), dropout, seq 51") {
 TEST_CASE("fp16 Pre-LN BERT-Large width, dropout, seq 127") {
   dskc_test::require_gpu();
   check_case("fp16-large", make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1), 2, 127, true);
+}
+
+TEST_CASE("fp16 Pre-LN BERT-Large width, tanh GELU in cuBLASLt's epilogues, seq 127") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1);
+  c.gelu_approximation = GeluForm::Tanh;
+  REQUIRE(make_plan(c).gelu_in_gemm);  // GELU_AUX_BIAS forward, DGELU backward
+  check_case("fp16-tanh-epilogue", c, 2, 127, true);
 }
 
 TEST_CASE("bf16 Post-LN head dim 8, seq 381, tanh GELU") {
