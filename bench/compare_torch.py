@@ -5,12 +5,17 @@ dskc (`dskc bench --csv`), forward + backward, fp16, on the current GPU, in one 
 Prints a markdown table with ms per layer and the ratios to dskc, plus activation MiB per layer
 (the memory held between forward and backward). Usage:
     python3 bench/compare_torch.py --dskc build/dskc [--shapes 64x128,16x512] [--ln pre,post] [--gelu erf,tanh]
+        [--rounds 3]
+--rounds R times every column of a row R times, one after the other (eager, compiled, dskc, dskc all
+flags, then again), and prints each column's median: single runs of one process differ by up to ~5%
+on the H200.
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
 dskc config gelu_approximation "tanh", whose GELU runs in cuBLASLt's GEMM epilogues).
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +109,13 @@ def run_dskc(dskc, b, s, pre, iters, warmup, extra):
     return float(v[5]), float(v[6]), float(v[9])
 
 
+def median_run(runs):
+    """The run_dskc result (fwd, bwd, MiB) whose total is the median of the runs (None if any failed)."""
+    if any(r is None for r in runs):
+        return None
+    return sorted(runs, key=lambda r: r[0] + r[1])[len(runs) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dskc", default="build/dskc")
@@ -113,6 +125,7 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -124,18 +137,25 @@ def main():
             extra = {"gelu_approximation": "tanh"} if gelu == "tanh" else {}
             # eager: BERT's unfused attention with the additive mask; compile: SDPA (flash) + torch.compile
             layer = BertLayer(1024, 16, 4096, pre, sdpa=False, gelu=gelu).cuda().half().train()
-            ef, eb, em = time_layer(layer, b, s, 1024, args.iters, args.warmup)
-            if args.no_compile:
-                cf = cb = cm = float("nan")
-            else:
+            compiled = None
+            if not args.no_compile:
                 fused = BertLayer(1024, 16, 4096, pre, sdpa=True, gelu=gelu).cuda().half().train()
                 compiled = torch.compile(fused)
-                cf, cb, cm = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
-            d = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra)
-            dall = run_dskc(args.dskc, b, s, pre, args.iters, args.warmup,
-                            dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True))
-            rows.append((b, s, ln, gelu, ef + eb, cf + cb, d, dall, em, cm))
-            del layer
+            flags = dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True)
+            e_ms, c_ms, d_runs, dall_runs = [], [], [], []
+            for _ in range(args.rounds):
+                ef, eb, em = time_layer(layer, b, s, 1024, args.iters, args.warmup)
+                e_ms.append(ef + eb)
+                if compiled is None:
+                    cf = cb = cm = float("nan")
+                else:
+                    cf, cb, cm = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
+                c_ms.append(cf + cb)
+                d_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra))
+                dall_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags))
+            rows.append((b, s, ln, gelu, statistics.median(e_ms), statistics.median(c_ms), median_run(d_runs),
+                         median_run(dall_runs), em, cm))
+            del layer, compiled
             torch.cuda.empty_cache()
     print()
     print("| batch | seq | LN | GELU | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "

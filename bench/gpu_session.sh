@@ -59,9 +59,10 @@ if [ -n "${MASK_AB:-}" ]; then
   DSKC_ATTN_MASK=inline PYTHONUNBUFFERED=1 python3 bench/layer_matrix.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/layer_matrix_maskinline.log"
 fi
 step "compare_torch"
-PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc 2>&1 | tee "$OUT/compare_torch.log" | tail -8
+PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc --rounds ${ROUNDS:-3} 2>&1 | tee "$OUT/compare_torch.log" | tail -8
 echo "-- tanh GELU on every side (dskc: cuBLASLt GELU epilogues), Pre-LN:"
-PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --gelu tanh 2>&1 | tee "$OUT/compare_torch_tanh.log" | tail -4
+PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --gelu tanh --rounds ${ROUNDS:-3} 2>&1 |
+  tee "$OUT/compare_torch_tanh.log" | tail -4
 if [ "$MODE" = final ]; then
   step "data-parallel scaling"
   GPUS="1 2" STEPS=${STEPS:-16} MODES=${MODES:-"overlap delay fp32"} bash bench/dp_scaling.sh
