@@ -299,7 +299,7 @@ void TransformerLayer::gemm(const char* name, const GemmShape& s, CUdeviceptr a,
 void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                                  CUdeviceptr bias, CUdeviceptr aux) {
   main_waits_for(c);
-  main_waits_for(aux);
+  if (bias) main_waits_for(aux);  // GELU_AUX_BIAS writes aux; DGELU only reads it
   if (prof_) prof_->begin(name, ctx_.stream());
   if (bias)
     gemm_->run_gelu_aux_bias(s, a, b, c, bias, aux);

@@ -1095,7 +1095,9 @@ TEST_CASE("tanh GELU runs in cuBLASLt's GELU_AUX_BIAS / DGELU epilogues where th
   CHECK(epi.find_saved("ffn_gelu_out") != nullptr);
   CHECK(epi.activation_bytes() == ker.activation_bytes());
   CHECK(epi.kernels.size() + 2 == ker.kernels.size());
-  CHECK(emit(epi).source.find("bias_gelu") == std::string::npos);
+  CHECK(emit(epi).source.find("bias_gelu_") == std::string::npos);
+  CHECK(emit_config_header(epi).find("constexpr bool kGeluInGemm = true;") != std::string::npos);
+  CHECK(emit_config_header(ker).find("constexpr bool kGeluInGemm = false;") != std::string::npos);
   CHECK(plan_of(with_dtype(tanh, DType::BF16), GeluPath::EpilogueWhereSupported).gelu_in_gemm);
   LayerConfig inf = tanh;
   inf.training = false;
