@@ -19,10 +19,7 @@ struct BiasDropoutResidualParams {
 template <int kCols, bool kDropout, uint32_t kStream>
 __device__ __forceinline__ void bias_dropout_residual_fwd_impl(const BiasDropoutResidualParams& p) {
   constexpr int kV = VecWidth<T, kCols>::value;
-  const size_t n_vec = static_cast<size_t>(p.rows) * (kCols / kV);
-  for (size_t vi = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; vi < n_vec;
-       vi += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t e = vi * kV;
+  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
     const int c = static_cast<int>(e % kCols);
     float x[kV], b[kV], r[kV];
     load_f<T, kV>(p.x + e, x);
@@ -38,7 +35,7 @@ __device__ __forceinline__ void bias_dropout_residual_fwd_impl(const BiasDropout
       for (int i = 0; i < kV; ++i) x[i] = r[i] + x[i] + b[i];
     }
     store_f<T, kV>(p.out + e, x);
-  }
+  });
 }
 
 }  // namespace dskc

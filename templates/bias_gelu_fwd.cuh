@@ -18,10 +18,7 @@ struct BiasGeluFwdParams {
 template <int kCols, bool kAddBias>
 __device__ __forceinline__ void bias_gelu_fwd_impl(const BiasGeluFwdParams& p) {
   constexpr int kV = VecWidth<T, kCols>::value;
-  const size_t n_vec = static_cast<size_t>(p.rows) * (kCols / kV);
-  for (size_t vi = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; vi < n_vec;
-       vi += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t e = vi * kV;
+  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
     const int c = static_cast<int>(e % kCols);
     float x[kV], g[kV];
     load_f<T, kV>(p.h + e, x);
@@ -35,7 +32,7 @@ __device__ __forceinline__ void bias_gelu_fwd_impl(const BiasGeluFwdParams& p) {
 #pragma unroll
     for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(x[i]);
     store_f<T, kV>(p.g + e, g);
-  }
+  });
 }
 
 }  // namespace dskc

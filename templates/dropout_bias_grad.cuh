@@ -67,10 +67,7 @@ __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradPara
 template <int kCols, uint32_t kStream>
 __device__ __forceinline__ void dropout_bwd_impl(const DropoutBiasGradParams& p) {
   constexpr int kV = VecWidth<T, kCols>::value;
-  const size_t n_vec = static_cast<size_t>(p.rows) * (kCols / kV);
-  for (size_t vi = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; vi < n_vec;
-       vi += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t e = vi * kV;
+  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
     float d[kV];
     load_f<T, kV>(p.dy + e, d);
     bool keep[kV];
@@ -78,7 +75,7 @@ __device__ __forceinline__ void dropout_bwd_impl(const DropoutBiasGradParams& p)
 #pragma unroll
     for (int i = 0; i < kV; ++i) d[i] = keep[i] ? d[i] * kHiddenDropoutScale : 0.f;
     store_f<T, kV>(p.dx + e, d);
-  }
+  });
 }
 
 }  // namespace dskc

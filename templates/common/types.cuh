@@ -34,6 +34,17 @@ struct VecWidth {
                                : (kCols % 2 == 0) ? 2 : 1;
 };
 
+// Elementwise kernels: f(e) for the first element index e of every kV-wide vector of an
+// [rows, kCols] tensor of E (kV = VecWidth<E, kCols>), over a grid-stride loop.
+template <typename E, int kCols, typename F>
+__device__ __forceinline__ void for_each_vec(int rows, F&& f) {
+  constexpr int kV = VecWidth<E, kCols>::value;
+  const size_t n_vec = static_cast<size_t>(rows) * (kCols / kV);
+  for (size_t vi = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; vi < n_vec;
+       vi += static_cast<size_t>(gridDim.x) * blockDim.x)
+    f(vi * kV);
+}
+
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
   T v[N];
