@@ -264,13 +264,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                   48 * 1024
           ? 2
           : 1;
+  // Bias gradients from cuBLASLt (fp16/bf16 unless DSKC_BIAS_GRAD=partials): a column-sum GEMM per
+  // bias (default) or the wgrad GEMM's epilogue.
+  const bool epi = c.dtype() != DType::F32 && bias_src != BiasGrad::Partials;
   // cuBLASLt's GELU epilogues compute the tanh form; the bias gradient of inter_b then comes from
-  // cuBLASLt too (no bias_gelu_bwd to write partials), and gelu_checkpoint rebuilds GELU(h) in the
-  // bias_gelu_bwd pass, so it keeps the kernels.
+  // cuBLASLt too (epi: no bias_gelu_bwd to write partials), and gelu_checkpoint rebuilds GELU(h) in
+  // the bias_gelu_bwd pass, so it keeps the kernels.
   const GeluPath gelu_src = opt.gelu == GeluPath::FromEnvironment ? gelu_path_from_env() : opt.gelu;
-  plan.gelu_in_gemm = gelu_src == GeluPath::EpilogueWhereSupported && c.gelu_approximation == GeluForm::Tanh &&
-                      c.dtype() != DType::F32 && bias_src != BiasGrad::Partials && !c.gelu_checkpoint &&
-                      c.intermediate_size % 8 == 0;  // the aux matrix's leading dimension
+  plan.gelu_in_gemm = gelu_src == GeluPath::EpilogueWhereSupported && c.gelu_approximation == GeluForm::Tanh && epi &&
+                      !c.gelu_checkpoint && c.intermediate_size % 8 == 0;  // the aux matrix's leading dimension
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
@@ -330,9 +332,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
 
   // ---- backward kernels ----
   const bool hid_drop = train && c.hidden_dropout_ratio > 0;
-  // Bias gradients from cuBLASLt (fp16/bf16 unless DSKC_BIAS_GRAD=partials): a column-sum GEMM per
-  // bias (default) or the wgrad GEMM's epilogue.
-  const bool epi = c.dtype() != DType::F32 && bias_src != BiasGrad::Partials;
   plan.bias_grad_in_gemm = epi;
   plan.bias_grad_gemv = epi && bias_src == BiasGrad::Gemv;
   const std::string by = plan.bias_grad_gemv ? "a column-sum GEMM" : "the wgrad GEMM epilogue";

@@ -228,17 +228,11 @@ void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, 
   launch(p, a, b, c, alpha, beta, vec, 0, &p.algo, lane ? *lane : ctx_.main_lane());
 }
 
-void Gemm::run_gelu_aux_bias(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
-                             CUdeviceptr aux) {
-  DSKC_ASSERT(bias && aux, "GELU_AUX_BIAS takes a bias and an aux output");
-  Plan& p = plan_for(s, Epilogue::GeluAuxBias, 0.f, a, b, c, bias, aux);
+void Gemm::run_gelu(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
+                    CUdeviceptr aux) {
+  DSKC_ASSERT(aux, "the GELU epilogues write (forward) or read (backward) the pre-activation aux matrix");
+  Plan& p = plan_for(s, bias ? Epilogue::GeluAuxBias : Epilogue::DGelu, 0.f, a, b, c, bias, aux);
   launch(p, a, b, c, 1.f, 0.f, bias, aux, &p.algo, ctx_.main_lane());
-}
-
-void Gemm::run_dgelu(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr aux) {
-  DSKC_ASSERT(aux, "DGELU takes the forward's pre-activation as its aux input");
-  Plan& p = plan_for(s, Epilogue::DGelu, 0.f, a, b, c, 0, aux);
-  launch(p, a, b, c, 1.f, 0.f, 0, aux, &p.algo, ctx_.main_lane());
 }
 
 void Gemm::run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,

@@ -46,12 +46,10 @@ class Gemm {
   void run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f, float beta = 0.f,
            CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0, const GemmLane* lane = nullptr);
   // The tanh GELU in cuBLASLt's epilogues (cuBLASLt's GELU is the tanh form), beta = 0, for a C
-  // whose leading dimension is a multiple of 8 (the aux matrix has C's shape and ld):
-  // run_gelu_aux_bias: C = GELU(op(A)·op(B) + bias[N]) and aux = op(A)·op(B) + bias (GELU_AUX_BIAS);
-  // run_dgelu: C = (op(A)·op(B)) ⊙ GELU'(aux), aux the forward's pre-activation (DGELU).
-  void run_gelu_aux_bias(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
-                         CUdeviceptr aux);
-  void run_dgelu(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr aux);
+  // whose leading dimension is a multiple of 8 (the aux matrix has C's shape and ld). With a bias:
+  // C = GELU(op(A)·op(B) + bias[N]) and aux = op(A)·op(B) + bias (GELU_AUX_BIAS, forward); without:
+  // C = (op(A)·op(B)) ⊙ GELU'(aux), aux the forward's pre-activation (DGELU, backward).
+  void run_gelu(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias, CUdeviceptr aux);
   // Batched over device arrays of pointers (count entries each).
   void run_batched(const GemmShape& s, CUdeviceptr a_array, CUdeviceptr b_array, CUdeviceptr c_array, int count,
                    float alpha = 1.f, float beta = 0.f);

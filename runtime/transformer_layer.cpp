@@ -301,10 +301,7 @@ void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdevicep
   main_waits_for(c);
   if (bias) main_waits_for(aux);  // GELU_AUX_BIAS writes aux; DGELU only reads it
   if (prof_) prof_->begin(name, ctx_.stream());
-  if (bias)
-    gemm_->run_gelu_aux_bias(s, a, b, c, bias, aux);
-  else
-    gemm_->run_dgelu(s, a, b, c, aux);
+  gemm_->run_gelu(s, a, b, c, bias, aux);
   if (prof_) prof_->end(ctx_.stream());
 }
 

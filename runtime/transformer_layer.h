@@ -150,8 +150,7 @@ class TransformerLayer : public GpuLayer {
   void gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f,
             float beta = 0.f, CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0);
   // plan_.gelu_in_gemm: with a bias, C = GELU(A·B + bias) and aux = A·B + bias (forward); without,
-  // C = (A·B) ⊙ GELU'(aux) (backward). cuBLASLt's tanh GELU epilogues (Gemm::run_gelu_aux_bias /
-  // run_dgelu).
+  // C = (A·B) ⊙ GELU'(aux) (backward). cuBLASLt's tanh GELU epilogues (Gemm::run_gelu).
   void gemm_gelu(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
                  CUdeviceptr aux);
   void gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int count,

@@ -61,7 +61,7 @@ __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradPara
   }
 }
 
-// dropout_bwd: the masking alone (dropout_bias_grad_impl with kDropout and no partials), as an
+// dropout_bwd: the masking alone (dropout_bias_grad_impl's dx, without the bias partials), as an
 // elementwise pass: 16-byte vectors, a grid-stride loop over the whole tensor, so each thread has
 // one load in flight per vector instead of eight rows of a tile one after another.
 template <int kCols, uint32_t kStream>
