@@ -138,7 +138,7 @@ static int params_bytes(const std::string& type) {
 
 static const char* grid_text(GridKind g) {
   switch (g) {
-    case GridKind::Rows: return "grid = B·S (one block per token row)";
+    case GridKind::Rows: return "grid = ceil(B·S / rows per block) (a warp or a block per token row)";
     case GridKind::AttnRows: return "grid = ceil(B·heads·S / rows per block) (warps own attention rows)";
     case GridKind::Elementwise: return "grid-stride over 16-byte vectors";
     case GridKind::RowTiles: return "grid = ceil(B·S / kGradRowsPerBlock) (row tiles)";
@@ -190,9 +190,9 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
       o << fmt::format("static_assert(AttnRows::kRowsPerBlock == {}, \"dskc plan and template disagree on {}'s rows per "
                        "block\");\n",
                        k.rows_per_block, k.name);
-    if (k.grid == GridKind::FlashTiles)
-      o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s rows per tile\");\n",
-                       k.rows_check, k.rows_per_block, k.name);
+    if (!k.rows_check.empty())
+      o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s rows per {}\");\n",
+                       k.rows_check, k.rows_per_block, k.name, k.grid == GridKind::FlashTiles ? "tile" : "block");
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
     const std::string bounds = k.min_blocks.empty() ? std::to_string(k.block) : fmt::format("{}, {}", k.block, k.min_blocks);

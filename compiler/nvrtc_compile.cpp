@@ -219,6 +219,7 @@ std::string make_manifest(const LayerPlan& plan, const CompiledModule& m) {
     e["fuses"] = k.fuses;
     e["block"] = k.block;
     e["grid"] = grid_name(k.grid);
+    e["rows_per_block"] = k.rows_per_block;
     for (const auto& r : m.resources) {
       if (r.name != k.name) continue;
       e["registers"] = r.registers;

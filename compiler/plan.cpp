@@ -171,13 +171,17 @@ struct Builder {
     v.push_back({name, "[B, heads, S, S8]", Extent::Scores, c.heads, eb, why});
   }
 
-  // Row kernel (one block per token row) over kCols = cols.
+  // Row kernel over kCols = cols (LayerNormShape): one warp per token row, four per block, where a
+  // row is at most 128 vectors; else one block per row.
   void rows(Pass pass, const std::string& name, const std::string& op, const std::string& params,
             const std::string& inst, int cols, const std::string& fuses) {
     const int v = vec_width(t, cols);
-    KernelInfo k{name, op, params, inst, fuses,
-                 fmt::format("LayerNormShape<{}>::kThreads", cols == c.hidden_size ? "kHidden" : std::to_string(cols)),
-                 pass, GridKind::Rows, row_threads(cols / v), cols, v, 1};
+    const bool warp_rows = cols / v <= kWarpRowVecs;
+    const std::string shape = fmt::format("LayerNormShape<{}>", cols == c.hidden_size ? "kHidden" : std::to_string(cols));
+    KernelInfo k{name, op, params, inst, fuses, shape + "::kThreads", pass, GridKind::Rows,
+                 warp_rows ? 32 * kWarpRowsPerBlock : row_threads(cols / v), cols, v, 1};
+    k.rows_per_block = warp_rows ? kWarpRowsPerBlock : 1;
+    k.rows_check = shape + "::kRowsPerBlock";
     plan.kernels.push_back(k);
   }
   void tiles(Pass pass, const std::string& name, const std::string& op, const std::string& params,

@@ -20,7 +20,8 @@ enum class Pass { Forward, Backward };
 constexpr int kReduceTileCols = 16;
 
 enum class GridKind {
-  Rows,         // one block per token row: grid = B·S
+  Rows,         // rows_per_block token rows per block (a warp each, or one block per wide row):
+                // grid = ceil(B·S / rows_per_block)
   AttnRows,     // warps own attention rows: grid = ceil(B·heads·S / rows_per_block)
   Elementwise,  // grid-stride over vectors: grid = min(ceil(vectors / block), 65535)
   RowTiles,     // kGradRowsPerBlock rows per block: grid = ceil(B·S / kGradRowsPerBlock)
@@ -41,8 +42,8 @@ struct KernelInfo {
   int cols = 0;               // columns per row (Elementwise / RowTiles / ColumnTiles)
   int vec = 1;                // elements per vector (Elementwise)
   int arrays = 1;             // ColumnTiles: arrays reduced
-  int rows_per_block = 1;     // AttnRows: attention rows per block; FlashTiles: rows per tile
-  std::string rows_check = "";  // FlashTiles: constexpr expression for rows_per_block (static_assert'ed)
+  int rows_per_block = 1;     // Rows: token rows per block; AttnRows: attention rows per block; FlashTiles: rows per tile
+  std::string rows_check = "";  // Rows, FlashTiles: constexpr expression for rows_per_block (static_assert'ed)
   // Non-empty: __launch_bounds__(block, min_blocks) with this constexpr expression (a template
   // constant, may depend on the arch): caps registers for that many resident blocks per SM.
   std::string min_blocks;
@@ -200,6 +201,10 @@ GeluPath gelu_path_from_env();
 constexpr int kSeqPadElems = 8;
 inline int padded_seq(int seq) { return (seq + kSeqPadElems - 1) / kSeqPadElems * kSeqPadElems; }
 constexpr int kGradRowsPerBlock = 8;  // must match templates/common/row_tiles.cuh
+// Row kernels (GridKind::Rows) of at most kWarpRowVecs vectors per row run a row per warp,
+// kWarpRowsPerBlock rows per block (LayerNormShape in templates/layernorm_fwd.cuh).
+constexpr int kWarpRowVecs = 128;
+constexpr int kWarpRowsPerBlock = 4;
 inline int grad_parts(int rows) { return (rows + kGradRowsPerBlock - 1) / kGradRowsPerBlock; }
 // 32-bit words per attention row of the dropout keep bits (templates/common/flash.cuh keep_words).
 inline int keep_words(int seq) { return (seq + 31) / 32; }

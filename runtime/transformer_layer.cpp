@@ -262,7 +262,7 @@ void TransformerLayer::prepare_call(int batch, int seq) {
 
 unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
   switch (k.grid) {
-    case GridKind::Rows: return static_cast<unsigned>(rows);
+    case GridKind::Rows: return static_cast<unsigned>((rows + k.rows_per_block - 1) / k.rows_per_block);
     case GridKind::AttnRows:
       return static_cast<unsigned>((static_cast<int64_t>(batch_) * plan_.cfg.heads * seq_ + k.rows_per_block - 1) /
                                    k.rows_per_block);

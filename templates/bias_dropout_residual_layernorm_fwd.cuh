@@ -1,5 +1,5 @@
 // bias_dropout_residual_layernorm_fwd: s = resid + dropout(x + bias); y = LayerNorm(s).
-// One block per row (register-resident). Used after the attention output projection (both
+// One warp per row (one block for wide rows; register-resident). Used after the attention output projection (both
 // LayerNorm placements) and after the FFN in Post-LN. s is the residual stream (saved or
 // scratch per the plan), y the normalized output; mean/rstd saved for backward.
 #pragma once
@@ -27,13 +27,13 @@ template <int kCols, bool kDropout, uint32_t kStream>
 __device__ __forceinline__ void bias_dropout_residual_layernorm_fwd_impl(
     const BiasDropoutResidualLnParams& p) {
   using S = LayerNormShape<kCols>;
-  const int row = blockIdx.x;
+  const int row = S::row();
   if (row >= p.rows) return;
   const size_t base = static_cast<size_t>(row) * kCols;
   float v[S::kPer][S::kV];
 #pragma unroll
   for (int k = 0; k < S::kPer; ++k) {
-    const int c = (threadIdx.x + k * S::kThreads) * S::kV;
+    const int c = S::col(k);
     if (c < kCols) {
       float x[S::kV], b[S::kV], r[S::kV];
       load_f<T, S::kV>(p.x + base + c, x);
@@ -53,10 +53,10 @@ __device__ __forceinline__ void bias_dropout_residual_layernorm_fwd_impl(
       store_f<T, S::kV>(p.s + base + c, v[k]);
     }
   }
-  layernorm_row<kCols, S::kThreads, S::kPer, S::kV>(v, p.gamma, p.beta, p.mean + row, p.rstd + row);
+  layernorm_row<kCols>(v, p.gamma, p.beta, p.mean + row, p.rstd + row);
 #pragma unroll
   for (int k = 0; k < S::kPer; ++k) {
-    const int c = (threadIdx.x + k * S::kThreads) * S::kV;
+    const int c = S::col(k);
     if (c < kCols) store_f<T, S::kV>(p.y + base + c, v[k]);
   }
 }

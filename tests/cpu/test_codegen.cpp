@@ -746,6 +746,37 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
     }
 }
 
+TEST_CASE("LayerNorm forward kernels: a row per warp (four per block) up to 128 vectors per row, else a block per row") {
+  // {hidden, dtype, block, rows per block}: 1024 fp16 / bf16 and 768 fp16 are 128 / 96 vectors of 8;
+  // 1016 fp16 is 127 (the last lane has three). 1024 fp32 is 256 vectors of 4, 4096 fp16 512 of 8,
+  // 1032 fp16 129 of 8, 1020 fp16 255 of 4: a block each.
+  const std::vector<std::tuple<int, DType, int, int>> cases = {{1024, DType::F16, 128, 4}, {1024, DType::BF16, 128, 4},
+                                                               {768, DType::F16, 128, 4},  {1024, DType::F32, 256, 1},
+                                                               {4096, DType::F16, 512, 1}, {1016, DType::F16, 128, 4},
+                                                               {1032, DType::F16, 160, 1}, {1020, DType::F16, 256, 1}};
+  for (const auto& [hidden, dtype, block, rows] : cases) {
+    LayerConfig c = with_dtype(bert_large(), dtype);
+    c.hidden_size = hidden;
+    c.heads = hidden % 64 == 0 ? hidden / 64 : hidden % 8 == 0 ? 8 : 4;
+    c.intermediate_size = 4 * hidden;
+    CAPTURE(hidden);
+    CAPTURE(dtype_name(dtype));
+    const LayerPlan plan = make_plan(c);
+    for (const char* name : {"layernorm_fwd_norm", "bias_dropout_residual_layernorm_fwd_attn"}) {
+      CAPTURE(name);
+      const KernelInfo* k = plan.find_kernel(name);
+      REQUIRE(k != nullptr);
+      CHECK(k->grid == GridKind::Rows);
+      CHECK(k->block == block);
+      CHECK(k->rows_per_block == rows);
+      CHECK(k->rows_check == "LayerNormShape<kHidden>::kRowsPerBlock");
+    }
+    // The generated source checks both against the template's shape.
+    const std::string src = emit(plan).source;
+    CHECK(src.find("static_assert(LayerNormShape<kHidden>::kRowsPerBlock == " + std::to_string(rows) + ",") != std::string::npos);
+  }
+}
+
 TEST_CASE("Post-LN, fp32/bf16 and no-dropout activation plans") {
   // Post-LN keeps the residual sums of both LayerNorms (their inputs) and both stats.
   LayerConfig c = bert_large();
