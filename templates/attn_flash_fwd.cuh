@@ -78,7 +78,9 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int wrow = warp * 16;                            // the warp's first row in the tile
   const int rows[2] = {q0 + wrow + g, q0 + wrow + g + 8};  // this thread's two query rows
-  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+  // Scores in log2 units (S·log2(e), mask·log2(e) staged that way): P = 2^(S' − max') is one
+  // subtraction and an ex2 per score instead of __expf's extra multiply.
+  const float scale = flash::kLog2e / sqrtf(static_cast<float>(kHeadDim));
 
   // (Q's A fragments are re-read from shared memory per key tile rather than held in registers:
   // holding them pushed ptxas into spilling at d = 64.)
@@ -118,7 +120,7 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
       flash::load_tile_async<E, F::kKeys, F::kThreads>(v_buf[0], v_g + static_cast<size_t>(k0) * ld, ld, seq - k0);
       cp_async_commit();
     }
-    flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq);
+    flash::load_mask<E, F::kKeys, F::kThreads>(mask_s, mask_row, k0, seq, flash::kLog2e);
     // k0 is a multiple of kKeys (64 or 32): the tile's rows span whole words of the bits.
     if constexpr (kLoadBits)
       flash::keep_words_load<F::kRows, F::kKeys, F::kThreads>(keep_w, p.bits, bh, seq, q0, k0);
@@ -161,7 +163,7 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       base[r] = mx[r] == neg_inf() ? 0.f : mx[r];  // a row with no finite score yet: exp(-inf) = 0
-      const float corr = __expf(m[r] - base[r]);  // rescales what was summed under the old max
+      const float corr = flash::exp2_approx(m[r] - base[r]);  // rescales what was summed under the old max
       m[r] = mx[r];
       l[r] *= corr;
 #pragma unroll
@@ -171,17 +173,24 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
       }
     }
     // P = exp(S − max); l sums it before dropout; dropout zeroes dropped elements for P·V.
+    // keys n·8 + 2t, + 1 of the tile are bits (n % 4)·8 + 2t, + 1 of word n / 4 of the row: each
+    // word shifted by 2t once, the bit tests take compile-time masks.
+    uint32_t kw[2][kLoadBits ? F::kKeys / 32 : 1];
+    if constexpr (kLoadBits)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int w = 0; w < F::kKeys / 32; ++w) kw[r][w] = keep_w[wrow + g + 8 * r][w] >> (2 * t);
 #pragma unroll
     for (int n = 0; n < kSTiles; ++n)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float p0 = __expf(s[n][2 * r] - base[r]), p1 = __expf(s[n][2 * r + 1] - base[r]);
+        float p0 = flash::exp2_approx(s[n][2 * r] - base[r]), p1 = flash::exp2_approx(s[n][2 * r + 1] - base[r]);
         l[r] += p0 + p1;
         if constexpr (kLoadBits) {
-          // keys n·8 + 2t, + 1 of the tile: bits (n % 4)·8 + 2t, + 1 of word n / 4 of the row
-          const uint32_t w = keep_w[wrow + g + 8 * r][n / 4] >> ((n % 4) * 8 + 2 * t);
-          p0 = (w & 1u) ? p0 : 0.f;
-          p1 = (w & 2u) ? p1 : 0.f;
+          const uint32_t w = kw[r][n / 4];
+          p0 = (w & (1u << ((n % 4) * 8))) ? p0 : 0.f;
+          p1 = (w & (2u << ((n % 4) * 8))) ? p1 : 0.f;
         } else if constexpr (kDropout) {
           const unsigned char* keep = &keep_s[wrow + g + 8 * r][n * 8 + 2 * t];
           p0 = keep[0] ? p0 : 0.f;
@@ -228,7 +237,10 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
     for (int n = 0; n < kOTiles; ++n) flash::store2<E>(out + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     if constexpr (kTraining) {
       // A row with every key masked by -inf has l = 0: L = +inf makes backward's exp(S − L) = 0.
-      if (t == 0) p.lse[static_cast<size_t>(bh) * seq + i] = l[r] > 0.f ? m[r] + logf(l[r]) : __int_as_float(0x7f800000);
+      // (m is in log2 units: L = m·ln 2 + ln l, one explicit fma so every instantiation rounds alike.)
+      if (t == 0)
+        p.lse[static_cast<size_t>(bh) * seq + i] =
+            l[r] > 0.f ? __fmaf_rn(m[r], 1.f / flash::kLog2e, logf(l[r])) : __int_as_float(0x7f800000);
     }
   }
 }

@@ -219,11 +219,20 @@ __device__ __forceinline__ void load_tile_async(E (*dst)[kFlashStride], const E*
   });
 }
 
-// The additive mask of keys [k0, k0 + kTileRows) as floats; keys >= seq get -inf (never attended).
+// The additive mask of keys [k0, k0 + kTileRows) as floats (times mul: attn_flash_fwd and dkdv keep
+// scores in log2 units); keys >= seq get -inf (never attended).
 template <typename E, int kTileRows, int kThreads, bool kUnroll = true>
-__device__ __forceinline__ void load_mask(float* dst, const E* mask_row, int k0, int seq) {
-  block_for<kTileRows, kThreads, kUnroll>([&](int r) { dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) : neg_inf(); });
+__device__ __forceinline__ void load_mask(float* dst, const E* mask_row, int k0, int seq, float mul = 1.f) {
+  block_for<kTileRows, kThreads, kUnroll>([&](int r) { dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) * mul : neg_inf(); });
 }
+
+// 2^x (ex2.approx, flush-to-zero: what __expf uses after its multiply by log2(e)).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kLog2e = 1.4426950408889634f;
 
 // A-operand fragment of k-step ks for the warp's 16 rows starting at row0 of a [rows][kFlashStride] tile.
 template <typename E>
