@@ -112,8 +112,9 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 
   // Tiles by cp.async (no register staging): every chunk of K and V (and below of Q and dO) in
   // flight at once, completed by the cp_async_wait before each tile's barrier.
-  flash::load_tile_async<E, F::kRows, F::kThreads, kUnrollLoads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
-  flash::load_tile_async<E, F::kRows, F::kThreads, kUnrollLoads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+  using flash::load_tile_async;
+  load_tile_async<E, F::kRows, F::kThreads, kUnrollLoads>(k_s, k_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
+  load_tile_async<E, F::kRows, F::kThreads, kUnrollLoads>(v_s, v_g + static_cast<size_t>(j0) * ld, ld, seq - j0);
   flash::load_mask<E, F::kRows, F::kThreads, kUnrollLoads>(mask_s, reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq,
                                              j0, seq, flash::kLog2e);
 
@@ -125,12 +126,13 @@ __device__ __forceinline__ void attn_flash_bwd_dkdv_impl(const AttnFlashBwdParam
 
   for (int i0 = 0; i0 < seq; i0 += F::kInner) {
     __syncthreads();  // previous Q/dO tile consumed (and, first time, K/V/mask visible below)
-    flash::load_tile_async<E, F::kInner, F::kThreads, kUnrollLoads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
-    flash::load_tile_async<E, F::kInner, F::kThreads, kUnrollLoads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden, seq - i0);
+    load_tile_async<E, F::kInner, F::kThreads, kUnrollLoads>(q_s, q_g + static_cast<size_t>(i0) * ld, ld, seq - i0);
+    load_tile_async<E, F::kInner, F::kThreads, kUnrollLoads>(do_s, do_g + static_cast<size_t>(i0) * kHidden, kHidden,
+                                                             seq - i0);
     cp_async_commit();
     for (int r = threadIdx.x; r < F::kInner; r += F::kThreads) {
       const bool in = i0 + r < seq;
-      lse_s[r] = in ? lse_g[i0 + r] * flash::kLog2e : __int_as_float(0x7f800000);  // +inf: P = 0 for missing queries
+      lse_s[r] = in ? lse_g[i0 + r] * flash::kLog2e : __int_as_float(0x7f800000);  // +inf: P = 0, missing queries
       dot_s[r] = in ? dot_g[i0 + r] : 0.f;
     }
     // j0 is a multiple of kRows (64 or 32): the key range spans whole words of the bits.

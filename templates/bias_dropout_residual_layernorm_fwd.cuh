@@ -1,7 +1,8 @@
 // bias_dropout_residual_layernorm_fwd: s = resid + dropout(x + bias); y = LayerNorm(s).
-// One warp per row (one block for wide rows; register-resident). Used after the attention output projection (both
-// LayerNorm placements) and after the FFN in Post-LN. s is the residual stream (saved or
-// scratch per the plan), y the normalized output; mean/rstd saved for backward.
+// One warp per row (one block for wide rows; register-resident: LayerNormShape). Used after the
+// attention output projection (both LayerNorm placements) and after the FFN in Post-LN. s is the
+// residual stream (saved or scratch per the plan), y the normalized output; mean/rstd saved for
+// backward.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/dropout.cuh"

@@ -1,5 +1,6 @@
 // layernorm_fwd: y = (x - mean) * rstd * gamma + beta over rows of kCols, one warp (or, for wide
-// rows, one block) per row, the row held in registers (two-pass mean/variance). Saves mean and rstd per row for backward.
+// rows, one block) per row, the row held in registers (two-pass mean/variance). Saves mean and
+// rstd per row for backward.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/reduce.cuh"

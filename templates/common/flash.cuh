@@ -223,7 +223,8 @@ __device__ __forceinline__ void load_tile_async(E (*dst)[kFlashStride], const E*
 // scores in log2 units); keys >= seq get -inf (never attended).
 template <typename E, int kTileRows, int kThreads, bool kUnroll = true>
 __device__ __forceinline__ void load_mask(float* dst, const E* mask_row, int k0, int seq, float mul = 1.f) {
-  block_for<kTileRows, kThreads, kUnroll>([&](int r) { dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) * mul : neg_inf(); });
+  block_for<kTileRows, kThreads, kUnroll>(
+      [&](int r) { dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) * mul : neg_inf(); });
 }
 
 // 2^x (ex2.approx, flush-to-zero: what __expf uses after its multiply by log2(e)).
