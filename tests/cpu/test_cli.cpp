@@ -283,6 +283,10 @@ TEST_CASE("compile writes a cubin and a manifest listing every kernel with its r
     CHECK(k["registers"].get<int>() > 0);
     CHECK(k["spill_bytes"] == 0);
     CHECK(k["block"] == plan.find_kernel(k["name"])->block);
+    // The launch shape a caller of the cubin needs: rows per block of the row kernels (a warp per
+    // LayerNorm row at this width: 4) and of the attention tiles.
+    CHECK(k["rows_per_block"] == plan.find_kernel(k["name"])->rows_per_block);
+    if (k["name"] == "bias_dropout_residual_layernorm_fwd_attn") CHECK(k["rows_per_block"] == 4);
   }
   CHECK(names == plan_kernels(plan));
   // The same compile again is a cache hit with the same bytes; --no-cache compiles again.
