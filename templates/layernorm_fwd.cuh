@@ -39,12 +39,8 @@ struct LayerNormShape {
 // Sum over the threads of one row (S's layout); every thread of the row receives it.
 template <typename S>
 __device__ __forceinline__ float row_sum(float v) {
-  if constexpr (S::kWarpRows) {
-    return warp_sum(v);
-  } else {
-    __shared__ float scratch[S::kThreads / 32];
-    return block_sum<S::kThreads>(v, scratch);
-  }
+  if constexpr (S::kWarpRows) return warp_sum(v);
+  else return block_sum_shared<S::kThreads>(v);
 }
 
 // Normalizes the kPer*kV values a thread holds (v) in place; the threads of S::row() cover the row.
