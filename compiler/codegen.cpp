@@ -64,6 +64,8 @@ std::string emit_config_header(const LayerPlan& plan) {
                                            : "DSKC_ATTN_MASK=inline: attn_flash_fwd draws the mask with Philox");
   o << fmt::format("constexpr int kAttnFwdStages = {};  // attn_flash_fwd's K/V tile buffers{}\n", plan.attn_fwd_stages,
                    plan.attn_fwd_stages == 2 ? " (the next tile prefetched with cp.async)" : "");
+  o << fmt::format("constexpr bool kLnBwdWarpRows = {};  // layernorm_bwd: {}\n", plan.ln_bwd_warp_rows,
+                   plan.ln_bwd_warp_rows ? "a warp per row where rows are at most 128 vectors" : "a block per row");
   o << fmt::format("constexpr bool kGeluInGemm = {};  // {}\n", plan.gelu_in_gemm,
                    plan.gelu_in_gemm ? "tanh GELU in cuBLASLt's GELU_AUX_BIAS / DGELU GEMM epilogues (no bias_gelu kernels)"
                                      : "GELU by bias_gelu_fwd / bias_gelu_bwd");

@@ -113,6 +113,12 @@ AttnMask attn_mask_from_env() {
                     "Philox itself)");
 }
 
+LnBwd ln_bwd_from_env() {
+  return env_choice("DSKC_LN_BWD", LnBwd::WarpRows, {{"warp", LnBwd::WarpRows}, {"block", LnBwd::BlockRows}},
+                    "\"warp\" (the default: a warp per row where a row is at most 128 vectors) or \"block\" (a "
+                    "block per row, eight rows per block in turn)");
+}
+
 AttnDq attn_dq_from_env() {
   return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
                     {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}},
@@ -189,6 +195,13 @@ struct Builder {
     const int v = vec_width(t, cols);
     plan.kernels.push_back({name, op, params, inst, fuses, fmt::format("RowTile<{}>::kThreads", cols_expr),
                             pass, GridKind::RowTiles, row_threads(cols / v), cols, v, 1});
+    // The LayerNorm backward runs a row per warp (LayerNormBwdShape: kLnBwdWarps warps per block of
+    // kGradRowsPerBlock rows) where rows are at most kWarpRowVecs vectors and the plan says so.
+    if (op == "layernorm_bwd") {
+      KernelInfo& k = plan.kernels.back();
+      k.shape_check = fmt::format("LayerNormBwdShape<{}>::kThreads", cols_expr);
+      if (plan.ln_bwd_warp_rows && cols / v <= kWarpRowVecs) k.block = 32 * kLnBwdWarps;
+    }
   }
   void elementwise(Pass pass, const std::string& name, const std::string& op, const std::string& params,
                    const std::string& inst, int cols, const std::string& fuses) {
@@ -249,6 +262,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   // Read (and validated) whatever the layer, like DSKC_ATTENTION; it matters only with bits below.
   const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
   const AttnDq dq_src = opt.attn_dq == AttnDq::FromEnvironment ? attn_dq_from_env() : opt.attn_dq;
+  plan.ln_bwd_warp_rows = (opt.ln_bwd == LnBwd::FromEnvironment ? ln_bwd_from_env() : opt.ln_bwd) == LnBwd::WarpRows;
   const BiasGrad bias_src = opt.bias_grad == BiasGrad::FromEnvironment ? bias_grad_from_env() : opt.bias_grad;
   Builder b{c, plan};
   const bool pre = c.pre_layer_norm;

@@ -105,6 +105,10 @@ struct LayerPlan {
   bool attn_keep_bits = false;
   bool attn_keep_bits_saved = false;
   bool attn_mask_kernel = false;
+  // layernorm_bwd kernels run a row per warp (kLnBwdWarps warps, two rows each, per block of
+  // kGradRowsPerBlock rows) where a row is at most kWarpRowVecs vectors (kLnBwdWarpRows in the
+  // config header; templates/layernorm_bwd.cuh LayerNormBwdShape); else a block per row.
+  bool ln_bwd_warp_rows = false;
   bool attn_fwd_stores_bits() const { return attn_keep_bits_saved && !attn_mask_kernel; }
   // K/V tile buffers of attn_flash_fwd (kAttnFwdStages): 1 by default; 2 (DSKC_ATTN_FWD_STAGES=2)
   // prefetches the next tile with cp.async while the current one is computed, where two buffers fit
@@ -164,6 +168,12 @@ enum class BiasGrad {
   Epilogue,         // the weight-gradient GEMMs' cuBLASLt BGRADB epilogue
   Partials,         // row kernels write per-block partial sums; param_grad_reduce sums them
 };
+// How layernorm_bwd lays out its rows (LayerPlan::ln_bwd_warp_rows).
+enum class LnBwd {
+  FromEnvironment,  // DSKC_LN_BWD: unset, "" or "warp" -> WarpRows; "block" -> BlockRows
+  WarpRows,         // a warp per row where rows are at most kWarpRowVecs vectors
+  BlockRows,        // a block per row, kGradRowsPerBlock rows in turn
+};
 struct PlanOptions {
   AttentionPath attention = AttentionPath::FromEnvironment;
   AttnMask attn_mask = AttnMask::FromEnvironment;
@@ -173,6 +183,7 @@ struct PlanOptions {
   // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 1). The plan
   // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
   int attn_fwd_stages = 0;
+  LnBwd ln_bwd = LnBwd::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -183,6 +194,9 @@ AttentionPath attention_path_from_env();
 // Reads DSKC_ATTN_MASK (unset, "", "kernel" -> Kernel; "inline" -> Inline); any other value is an
 // Error(Config) naming the variable.
 AttnMask attn_mask_from_env();
+// Reads DSKC_LN_BWD (unset, "", "warp" -> WarpRows; "block" -> BlockRows); any other value is an
+// Error(Config) naming the variable.
+LnBwd ln_bwd_from_env();
 // Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic); any
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
@@ -205,6 +219,7 @@ constexpr int kGradRowsPerBlock = 8;  // must match templates/common/row_tiles.c
 // kWarpRowsPerBlock rows per block (LayerNormShape in templates/layernorm_fwd.cuh).
 constexpr int kWarpRowVecs = 128;
 constexpr int kWarpRowsPerBlock = 4;
+constexpr int kLnBwdWarps = 4;  // LayerNormBwdShape::kWarps (templates/layernorm_bwd.cuh)
 inline int grad_parts(int rows) { return (rows + kGradRowsPerBlock - 1) / kGradRowsPerBlock; }
 // 32-bit words per attention row of the dropout keep bits (templates/common/flash.cuh keep_words).
 inline int keep_words(int seq) { return (seq + 31) / 32; }

@@ -11,6 +11,7 @@
 #include "common/dropout.cuh"
 #include "common/reduce.cuh"
 #include "common/row_tiles.cuh"
+#include "layernorm_fwd.cuh"  // LayerNormShape
 
 namespace dskc {
 
@@ -31,13 +32,153 @@ struct LayerNormBwdParams {
   DropoutArgs rng;    // (kDropOut only)
 };
 
-// Rows run one after another in a block (the partials stay in registers), so each row's loads
-// would wait behind the previous row's reduction and stores: instead, while a row is reduced, the
-// next row's dy, x/y (and residual) are already on their way into shared memory (cp.async, two
-// buffers; each thread reads back only its own vectors) and its mean / rstd into registers.
-// Where a vector is not 4, 8 or 16 bytes, or the two buffers would pass 24 KB, rows load directly.
-template <int kCols, bool kInvertible, int kResidual, bool kDropOut = false, uint32_t kDropStream = 0>
-__device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) {
+// dst[0..N) = v (first) or += v, in 16-byte pieces where N allows.
+template <int N>
+__device__ __forceinline__ void acc_add(float* dst, const float (&v)[N], bool first) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      float4* d = reinterpret_cast<float4*>(dst + i);
+      float4 a = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+      if (!first) {
+        const float4 o = *d;
+        a = make_float4(o.x + a.x, o.y + a.y, o.z + a.z, o.w + a.w);
+      }
+      *d = a;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = first ? v[i] : dst[i] + v[i];
+  }
+}
+
+// Threads of a layernorm_bwd block. Rows of at most 128 vectors (LayerNormShape's warp rows) with
+// kLnBwdWarpRows: four warps, two rows each (the block's kGradRowsPerBlock rows, so the partials
+// and param_grad_reduce are the same); else RowTile's block per row.
+template <int kCols>
+struct LayerNormBwdShape {
+  static constexpr bool kWarpRows = kLnBwdWarpRows && LayerNormShape<kCols>::kWarpRows;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarpRows ? 32 * kWarps : RowTile<kCols>::kThreads;
+};
+
+// A row per warp: each lane holds kPer 16-byte vectors of the row's dy, x/y (and residual), all
+// loaded at once and kept packed until used; the two row sums are warp shuffles (no block barrier
+// per row). dgamma / dbeta: each warp adds its rows' dy·x̂ and dy into its own slice of shared
+// memory, then the block sums the four slices in a fixed order into its partial row (deterministic,
+// like the block-per-row form, but not bitwise equal to it: the sums are grouped differently).
+template <int kCols, bool kInvertible, int kResidual, bool kDropOut, uint32_t kDropStream>
+__device__ __forceinline__ void layernorm_bwd_warp_rows(const LayerNormBwdParams& p) {
+  const int block = blockIdx.x;
+  using S = LayerNormShape<kCols>;
+  using B = LayerNormBwdShape<kCols>;
+  constexpr int kV = S::kV, kPer = S::kPer, kWarps = B::kWarps;
+  constexpr int kRowsPerWarp = kGradRowsPerBlock / kWarps;
+  static_assert(kGradRowsPerBlock % kWarps == 0, "whole rows per warp");
+  using V = Vec<T, kV>;
+  __shared__ alignas(16) float acc[kWarps][2][kCols];  // per warp: dgamma, dbeta over its rows
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto col = [&](int k) { return (lane + k * 32) * kV; };
+  V gam[kPer], bet[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (col(k) < kCols) {
+      gam[k] = *reinterpret_cast<const V*>(p.gamma + col(k));
+      if constexpr (kInvertible) bet[k] = *reinterpret_cast<const V*>(p.beta + col(k));
+    }
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int row = block * kGradRowsPerBlock + warp * kRowsPerWarp + r;
+    if (row >= p.rows) {  // past the last row: the slice still needs zeros
+      if (r == 0)
+#pragma unroll
+        for (int k = 0; k < kPer; ++k)
+          if (col(k) < kCols)
+#pragma unroll
+            for (int i = 0; i < kV; ++i) acc[warp][0][col(k) + i] = acc[warp][1][col(k) + i] = 0.f;
+      continue;
+    }
+    const size_t base = static_cast<size_t>(row) * kCols;
+    V dyv[kPer], xv[kPer], rv[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (col(k) < kCols) {
+        dyv[k] = *reinterpret_cast<const V*>(p.dy + base + col(k));
+        xv[k] = *reinterpret_cast<const V*>(p.xy + base + col(k));
+        if constexpr (kResidual != kLnNoResidual) rv[k] = *reinterpret_cast<const V*>(p.residual + base + col(k));
+      }
+    const float rstd = p.rstd[row];
+    float mean = 0.f;
+    if constexpr (!kInvertible) mean = p.mean[row];
+    // dy (with a kLnAddToDy residual) and x̂ of element i of vector k.
+    auto dy_at = [&](int k, int i) {
+      float d = to_f(dyv[k].v[i]);
+      if constexpr (kResidual == kLnAddToDy) d += to_f(rv[k].v[i]);
+      return d;
+    };
+    auto xh_at = [&](int k, int i) {
+      if constexpr (kInvertible) return (to_f(xv[k].v[i]) - to_f(bet[k].v[i])) / to_f(gam[k].v[i]);
+      else return (to_f(xv[k].v[i]) - mean) * rstd;
+    };
+    float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (col(k) < kCols) {
+        float pg[kV], dd[kV];
+#pragma unroll
+        for (int i = 0; i < kV; ++i) {
+          dd[i] = dy_at(k, i);
+          const float xh = xh_at(k, i), g = dd[i] * to_f(gam[k].v[i]);
+          s1 += g;
+          s2 += g * xh;
+          pg[i] = dd[i] * xh;
+        }
+        acc_add<kV>(&acc[warp][0][col(k)], pg, r == 0);
+        acc_add<kV>(&acc[warp][1][col(k)], dd, r == 0);
+      }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    const float mg = s1 * (1.f / kCols), mgx = s2 * (1.f / kCols);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int c = col(k);
+      if (c < kCols) {
+        float dx[kV];
+#pragma unroll
+        for (int i = 0; i < kV; ++i) {
+          dx[i] = rstd * (dy_at(k, i) * to_f(gam[k].v[i]) - mg - xh_at(k, i) * mgx);
+          if constexpr (kResidual == kLnAddToDx) dx[i] += to_f(rv[k].v[i]);
+        }
+        store_f<T, kV>(p.dx + base + c, dx);
+        if constexpr (kDropOut) {
+          bool keep[kV];
+          dropout_keep_n<kV>(p.rng, kDropStream, base + c, kHiddenDropoutThreshold, keep);
+#pragma unroll
+          for (int i = 0; i < kV; ++i) dx[i] = keep[i] ? round_to<T>(dx[i]) * kHiddenDropoutScale : 0.f;
+          store_f<T, kV>(p.dx_drop + base + c, dx);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  float* part = p.part + static_cast<size_t>(block) * 2 * kCols;
+  // dgamma then dbeta columns, four at a time where the row width allows (16-byte aligned).
+  constexpr int kStep = kCols % 4 == 0 ? 4 : 1;
+  using F = Vec<float, kStep>;
+  for (int c = kStep * threadIdx.x; c < 2 * kCols; c += kStep * B::kThreads) {
+    const float* a = &acc[0][0][0] + c;
+    F v = *reinterpret_cast<const F*>(a);
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      const F o = *reinterpret_cast<const F*>(a + w * 2 * kCols);
+#pragma unroll
+      for (int i = 0; i < kStep; ++i) v.v[i] += o.v[i];
+    }
+    *reinterpret_cast<F*>(part + c) = v;
+  }
+}
+
+template <int kCols, bool kInvertible, int kResidual, bool kDropOut, uint32_t kDropStream>
+__device__ __forceinline__ void layernorm_bwd_block_rows(const LayerNormBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer, kThreads = R::kThreads;
   constexpr int kBytes = kV * static_cast<int>(sizeof(T));
@@ -168,6 +309,14 @@ __device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) 
       }
     }
   }
+}
+
+template <int kCols, bool kInvertible, int kResidual, bool kDropOut = false, uint32_t kDropStream = 0>
+__device__ __forceinline__ void layernorm_bwd_impl(const LayerNormBwdParams& p) {
+  if constexpr (LayerNormBwdShape<kCols>::kWarpRows)
+    layernorm_bwd_warp_rows<kCols, kInvertible, kResidual, kDropOut, kDropStream>(p);
+  else
+    layernorm_bwd_block_rows<kCols, kInvertible, kResidual, kDropOut, kDropStream>(p);
 }
 
 }  // namespace dskc

@@ -5,6 +5,7 @@
 // without spills; the plan's kernel lists and exact activation bytes per memory flag;
 // float_literal round trips; the NVRTC error path and the ptxas log parser.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -775,6 +776,50 @@ TEST_CASE("LayerNorm forward kernels: a row per warp (four per block) up to 128 
     const std::string src = emit(plan).source;
     CHECK(src.find("static_assert(LayerNormShape<kHidden>::kRowsPerBlock == " + std::to_string(rows) + ",") != std::string::npos);
   }
+}
+
+TEST_CASE("LayerNorm backward kernels: a row per warp (four warps, two rows each) up to 128 vectors, else a block per row") {
+  // {hidden, dtype, block with warp rows}: as the forward's rule (rows of <= 128 vectors), always
+  // four warps per block of kGradRowsPerBlock rows; the block-per-row form's RowTile threads otherwise.
+  const std::vector<std::tuple<int, DType, int>> cases = {{1024, DType::F16, 128}, {1024, DType::BF16, 128},
+                                                          {768, DType::F16, 128},  {126, DType::F16, 128},
+                                                          {1016, DType::F16, 128}, {1024, DType::F32, 256},
+                                                          {4096, DType::F16, 512}, {1032, DType::F16, 160}};
+  for (const auto& [hidden, dtype, block] : cases) {
+    LayerConfig c = with_dtype(bert_large(), dtype);
+    c.hidden_size = hidden;
+    c.heads = hidden % 64 == 0 ? hidden / 64 : hidden % 8 == 0 ? 8 : 2;
+    c.intermediate_size = 4 * hidden;
+    CAPTURE(hidden);
+    CAPTURE(dtype_name(dtype));
+    const int v = vec_width(dtype, hidden);
+    for (LnBwd mode : {LnBwd::WarpRows, LnBwd::BlockRows}) {
+      PlanOptions o;
+      o.ln_bwd = mode;
+      const LayerPlan plan = make_plan(c, o);
+      CHECK(plan.ln_bwd_warp_rows == (mode == LnBwd::WarpRows));
+      for (const char* name : {"layernorm_bwd_attn", "layernorm_bwd_norm"}) {
+        CAPTURE(name);
+        const KernelInfo* k = plan.find_kernel(name);
+        REQUIRE(k != nullptr);
+        CHECK(k->grid == GridKind::RowTiles);  // same grid and partials either way
+        CHECK(k->shape_check == "LayerNormBwdShape<kHidden>::kThreads");
+        CHECK(k->block == (mode == LnBwd::WarpRows ? block : row_threads(hidden / v)));
+      }
+      const std::string src = emit(plan).source;
+      CHECK(src.find(fmt::format("constexpr bool kLnBwdWarpRows = {};", mode == LnBwd::WarpRows)) != std::string::npos);
+    }
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_LN_BWD", "block");
+    CHECK_FALSE(make_plan(bert_large()).ln_bwd_warp_rows);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_LN_BWD", "");
+    CHECK(make_plan(bert_large()).ln_bwd_warp_rows);
+  }
+  const dskc_test::ScopedEnv env("DSKC_LN_BWD", "rows");
+  CHECK_THROWS_WITH_AS(make_plan(bert_large()), doctest::Contains("DSKC_LN_BWD=rows"), Error);
 }
 
 TEST_CASE("Post-LN, fp32/bf16 and no-dropout activation plans") {
@@ -1724,6 +1769,8 @@ TEST_CASE("whole modules compile: sequence lengths 1 .. 2048, more head dims") {
       {1024, 64, 509, DType::F32, "sm_90", true, kInvertible},  // d 16, odd seq near 512
       {1024, 16, 2048, DType::F16, "sm_80", true, kAllFlags},   // longest rows in registers
       {1024, 16, 2048, DType::F32, "sm_90", false},             // fp32: 4-wide vectors, 16 iterations
+      {126, 2, 64, DType::F16, "sm_90", true, kInvertible},     // 2-wide vectors: warp-row LayerNorm backward, scalar partials
+      {126, 2, 33, DType::BF16, "sm_80", false},                // same, Post-LN
   };
   for (const auto& c : cases) compile_module(c);
 }

@@ -215,6 +215,17 @@ TEST_CASE("fp32 Pre-LN with all memory flags, seq 33") {
   check_case("fp32-flags", c, 2, 33, true);
 }
 
+// Hidden 126 fp16: 2-wide vectors, 63 per row, so the LayerNorm backward runs a warp per row with
+// partly idle lanes and sums its dgamma / dbeta partials one float at a time; rows not a multiple
+// of the block's 8 (B·S = 21), so the last block has idle warps.
+TEST_CASE("fp16 Pre-LN hidden 126 (2-wide vectors), normalize_invertible, seq 7") {
+  dskc_test::require_gpu();
+  auto c = make_cfg(3, 8, 126, 2, 504, DType::F16, true, 0.1, 0.1);
+  c.normalize_invertible = true;
+  REQUIRE(make_plan(c).ln_bwd_warp_rows);
+  check_case("fp16-126", c, 3, 7, true);
+}
+
 // Fused attention (attn_flash_*) specifically: head dims 16 and 80, no attention dropout, and the
 // forced-unfused path of a layer that would fuse (both must meet the same limits).
 TEST_CASE("fp16 Pre-LN head dim 16, seq 33, no attention dropout (fused)") {
