@@ -32,6 +32,20 @@ struct LayerNormBwdParams {
   DropoutArgs rng;    // (kDropOut only)
 };
 
+// Stores kV elements of dx at element e and, with kDropOut, the gradient through the dropout
+// before the LayerNorm: dx_drop = Z·round(dx)/(1−p), Z regenerated from stream kDropStream.
+template <int kV, bool kDropOut, uint32_t kDropStream>
+__device__ __forceinline__ void store_dx(const LayerNormBwdParams& p, size_t e, float (&dx)[kV]) {
+  store_f<T, kV>(p.dx + e, dx);
+  if constexpr (kDropOut) {
+    bool keep[kV];
+    dropout_keep_n<kV>(p.rng, kDropStream, e, kHiddenDropoutThreshold, keep);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) dx[i] = keep[i] ? round_to<T>(dx[i]) * kHiddenDropoutScale : 0.f;
+    store_f<T, kV>(p.dx_drop + e, dx);
+  }
+}
+
 // dst[0..N) = v (first) or += v, in 16-byte pieces where N allows.
 template <int N>
 __device__ __forceinline__ void acc_add(float* dst, const float (&v)[N], bool first) {
@@ -148,14 +162,7 @@ __device__ __forceinline__ void layernorm_bwd_warp_rows(const LayerNormBwdParams
           dx[i] = rstd * (dy_at(k, i) * to_f(gam[k].v[i]) - mg - xh_at(k, i) * mgx);
           if constexpr (kResidual == kLnAddToDx) dx[i] += to_f(rv[k].v[i]);
         }
-        store_f<T, kV>(p.dx + base + c, dx);
-        if constexpr (kDropOut) {
-          bool keep[kV];
-          dropout_keep_n<kV>(p.rng, kDropStream, base + c, kHiddenDropoutThreshold, keep);
-#pragma unroll
-          for (int i = 0; i < kV; ++i) dx[i] = keep[i] ? round_to<T>(dx[i]) * kHiddenDropoutScale : 0.f;
-          store_f<T, kV>(p.dx_drop + base + c, dx);
-        }
+        store_dx<kV, kDropOut, kDropStream>(p, base + c, dx);
       }
     }
   }
@@ -286,14 +293,7 @@ __device__ __forceinline__ void layernorm_bwd_block_rows(const LayerNormBwdParam
 #pragma unroll
           for (int i = 0; i < kV; ++i) dx[i] += r[i];
         }
-        store_f<T, kV>(p.dx + base + c, dx);
-        if constexpr (kDropOut) {
-          bool keep[kV];
-          dropout_keep_n<kV>(p.rng, kDropStream, base + c, kHiddenDropoutThreshold, keep);
-#pragma unroll
-          for (int i = 0; i < kV; ++i) dx[i] = keep[i] ? round_to<T>(dx[i]) * kHiddenDropoutScale : 0.f;
-          store_f<T, kV>(p.dx_drop + base + c, dx);
-        }
+        store_dx<kV, kDropOut, kDropStream>(p, base + c, dx);
       }
     }
   }
