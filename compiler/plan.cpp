@@ -195,13 +195,16 @@ struct Builder {
     const int v = vec_width(t, cols);
     plan.kernels.push_back({name, op, params, inst, fuses, fmt::format("RowTile<{}>::kThreads", cols_expr),
                             pass, GridKind::RowTiles, row_threads(cols / v), cols, v, 1});
-    // The LayerNorm backward runs a row per warp (LayerNormBwdShape: kLnBwdWarps warps per block of
-    // kGradRowsPerBlock rows) where rows are at most kWarpRowVecs vectors and the plan says so.
-    if (op == "layernorm_bwd") {
-      KernelInfo& k = plan.kernels.back();
-      k.shape_check = fmt::format("LayerNormBwdShape<{}>::kThreads", cols_expr);
-      if (plan.ln_bwd_warp_rows && cols / v <= kWarpRowVecs) k.block = 32 * kLnBwdWarps;
-    }
+  }
+  // A LayerNorm backward over the hidden width (templates/layernorm_bwd.cuh): a row tile whose block
+  // is LayerNormBwdShape's — kLnBwdWarps warps (a row each, two in turn) where the plan runs warp
+  // rows and rows are at most kWarpRowVecs vectors, else RowTile's block per row.
+  void ln_bwd(const std::string& name, const std::string& inst, const std::string& fuses) {
+    const int H = c.hidden_size, v = vec_width(t, H);
+    tiles(Pass::Backward, name, "layernorm_bwd", "LayerNormBwdParams", inst, H, "kHidden", fuses);
+    KernelInfo& k = plan.kernels.back();
+    k.shape_check = "LayerNormBwdShape<kHidden>::kThreads";
+    if (plan.ln_bwd_warp_rows && H / v <= kWarpRowVecs) k.block = 32 * kLnBwdWarps;
   }
   void elementwise(Pass pass, const std::string& name, const std::string& op, const std::string& params,
                    const std::string& inst, int cols, const std::string& fuses) {
@@ -369,9 +372,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   if (train) {
     const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
     if (!pre)
-      b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
-              "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>", H, "kHidden",
-              "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
+      b.ln_bwd("layernorm_bwd_norm", "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>",
+               "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
     dropout_bwd("dropout_bias_grad_ffn_out", "dskc_rng::kStreamFfnOutput", "output_b");
     // gelu_checkpoint: the same pass also rebuilds GELU(h) for the output_w gradient, which then
     // runs after it (runtime/transformer_layer.cpp).
@@ -385,13 +387,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     // folded into this LayerNorm backward, which writes both gradients.
     const bool fold = epi && hid_drop;
     plan.attn_out_dropout_in_ln = fold;
-    b.tiles(Pass::Backward, "layernorm_bwd_attn", "layernorm_bwd", "LayerNormBwdParams",
-            "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn +
-                (fold ? ", true, dskc_rng::kStreamAttnOutput>" : ">"),
-            H, "kHidden",
-            std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
-                (pre ? "added after" : "added before") + " + gamma/beta partials" +
-                (fold ? " + the attention output's hidden dropout backward (mask regenerated)" : ""));
+    b.ln_bwd("layernorm_bwd_attn",
+             "layernorm_bwd_impl<kHidden, kNormalizeInvertible, " + ln_mode_attn +
+                 (fold ? ", true, dskc_rng::kStreamAttnOutput>" : ">"),
+             std::string("LayerNorm(attn_nw, attn_nb) backward + residual gradient ") +
+                 (pre ? "added after" : "added before") + " + gamma/beta partials" +
+                 (fold ? " + the attention output's hidden dropout backward (mask regenerated)" : ""));
     if (!fold) dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (fused) {
       // dQ by the GEMM (default), the per-query-tile kernel, or (stochastic_mode only) atomics in one
@@ -454,9 +455,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
               "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
     if (pre)  // x̂ from the caller's layer input and the kept mean/rstd, with or without the flag
-      b.tiles(Pass::Backward, "layernorm_bwd_norm", "layernorm_bwd", "LayerNormBwdParams",
-              "layernorm_bwd_impl<kHidden, false, kLnAddToDx>", H, "kHidden",
-              "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
+      b.ln_bwd("layernorm_bwd_norm", "layernorm_bwd_impl<kHidden, false, kLnAddToDx>",
+               "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
     if (!epi) b.reduce("param_grad_reduce_hidden", H, "kHidden", 1, "sums bias-gradient partials of width H");
     b.reduce("param_grad_reduce_layernorm", H, "kHidden", 2, "sums LayerNorm gamma/beta gradient partials");
     if (!epi) {

@@ -747,6 +747,18 @@ TEST_CASE("activation bytes of the BERT-Large layer (batch 64, seq 128, fp16) pe
     }
 }
 
+namespace {
+// BERT-Large with another hidden width (intermediate 4·hidden): heads of 64 where they divide it,
+// else 8, 4 or 2 heads.
+LayerConfig with_width(int hidden, DType dtype) {
+  LayerConfig c = with_dtype(bert_large(), dtype);
+  c.hidden_size = hidden;
+  c.heads = hidden % 64 == 0 ? hidden / 64 : hidden % 8 == 0 ? 8 : hidden % 4 == 0 ? 4 : 2;
+  c.intermediate_size = 4 * hidden;
+  return c;
+}
+}  // namespace
+
 TEST_CASE("LayerNorm forward kernels: a row per warp (four per block) up to 128 vectors per row, else a block per row") {
   // {hidden, dtype, block, rows per block}: 1024 fp16 / bf16 and 768 fp16 are 128 / 96 vectors of 8;
   // 1016 fp16 is 127 (the last lane has three). 1024 fp32 is 256 vectors of 4, 4096 fp16 512 of 8,
@@ -756,10 +768,7 @@ TEST_CASE("LayerNorm forward kernels: a row per warp (four per block) up to 128 
                                                                {4096, DType::F16, 512, 1}, {1016, DType::F16, 128, 4},
                                                                {1032, DType::F16, 160, 1}, {1020, DType::F16, 256, 1}};
   for (const auto& [hidden, dtype, block, rows] : cases) {
-    LayerConfig c = with_dtype(bert_large(), dtype);
-    c.hidden_size = hidden;
-    c.heads = hidden % 64 == 0 ? hidden / 64 : hidden % 8 == 0 ? 8 : 4;
-    c.intermediate_size = 4 * hidden;
+    const LayerConfig c = with_width(hidden, dtype);
     CAPTURE(hidden);
     CAPTURE(dtype_name(dtype));
     const LayerPlan plan = make_plan(c);
@@ -786,10 +795,7 @@ TEST_CASE("LayerNorm backward kernels: a row per warp (four warps, two rows each
                                                           {1016, DType::F16, 128}, {1024, DType::F32, 256},
                                                           {4096, DType::F16, 512}, {1032, DType::F16, 160}};
   for (const auto& [hidden, dtype, block] : cases) {
-    LayerConfig c = with_dtype(bert_large(), dtype);
-    c.hidden_size = hidden;
-    c.heads = hidden % 64 == 0 ? hidden / 64 : hidden % 8 == 0 ? 8 : 2;
-    c.intermediate_size = 4 * hidden;
+    const LayerConfig c = with_width(hidden, dtype);
     CAPTURE(hidden);
     CAPTURE(dtype_name(dtype));
     const int v = vec_width(dtype, hidden);
