@@ -4,8 +4,12 @@
 #   tests: GPU tests + compute-sanitizer only;   bench: layer benchmarks only
 #   dp: data-parallel scaling (bench/dp_scaling.sh, needs 2 GPUs);   memory: bench/memory_table.sh
 #   final: all + dp (one call on nvidia-h200-x2)
+#   gemm: the gemm_sm90 FFN GEMMs (bench/NOTES.md v17): their GPU test against the cuBLASLt path, a
+#     memcheck of partial tiles (both under timeouts: a pipeline bug hangs rather than fails), the
+#     layer A/B of DSKC_FFN_GEMM=cublas (default) / sm90_fwd / sm90 in $ROUNDS interleaved rounds,
+#     and each one's per-kernel profile
 # MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final]
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -20,6 +24,32 @@ ninja -C build-gpu $targets > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" 
 if [ "$MODE" = dp ]; then
   step "data-parallel scaling"
   GPUS="1 2" bash bench/dp_scaling.sh
+  exit 0
+fi
+if [ "$MODE" = gemm ]; then
+  step "gemm_sm90 vs cuBLASLt (GPU test)"
+  timeout 420 build-gpu/tests/gpu_test_layer_numerics -tc='gemm_sm90*' > "$OUT/gemm_ab.log" 2>&1
+  echo "rc=$?"; grep -E "^case|test cases|assertions|ERROR" "$OUT/gemm_ab.log" | head -30
+  step "memcheck: DSKC_FFN_GEMM=sm90, BERT-Large layer at 3 x 77 rows (partial tiles)"
+  DSKC_FFN_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench \
+    examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_gemm.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_gemm.log"
+  step "layer A/B (csv: mode,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
+  for r in $(seq "${ROUNDS:-3}"); do
+    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+      for g in cublas sm90_fwd sm90; do
+        echo "$g,$(DSKC_FFN_GEMM=$g timeout 120 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
+      done
+    done
+  done | tee "$OUT/layer_ab.csv"
+  step "profiles"
+  for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+    for g in cublas sm90_fwd sm90; do
+      echo "-- $f DSKC_FFN_GEMM=$g"
+      DSKC_FFN_GEMM=$g timeout 120 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
+        grep -E "gemm_inter_fwd|gemm_output_dgrad|bias_gelu|transpose_output_w|  sum|^\| +[0-9]"
+    done
+  done
   exit 0
 fi
 if [ "$MODE" = memory ]; then

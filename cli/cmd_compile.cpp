@@ -39,7 +39,9 @@ int cmd_compile(const Args& args) {
   if (arch.empty()) arch = default_arch();
   check_arch(arch);
   LayerConfig cfg = la.load();
-  LayerPlan plan = make_plan(cfg);
+  PlanOptions po;
+  po.arch = arch;
+  LayerPlan plan = make_plan(cfg, po);
   CompileOptions co;
   co.arch = arch;
   co.emit = emit == "ptx" ? EmitKind::Ptx : EmitKind::Cubin;

@@ -20,7 +20,10 @@ namespace {
 double mib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 void print_kernels(const LayerPlan& plan) {
-  std::printf("kernels (%zu, launch order; GEMMs run in cuBLAS between them):\n", plan.kernels.size());
+  std::printf("kernels (%zu, launch order; %s):\n", plan.kernels.size(),
+              plan.ffn_gemm_sm90 ? "gemm_sm90 kernels are FFN GELU GEMMs, the other GEMMs run in cuBLAS "
+                                   "between them"
+                                 : "GEMMs run in cuBLAS between them");
   std::printf("  %-42s %-9s %-6s %s\n", "kernel", "pass", "block", "fuses");
   for (const auto& k : plan.kernels)
     std::printf("  %-42s %-9s %-6d %s\n", k.name.c_str(), k.pass == Pass::Forward ? "forward" : "backward", k.block,
@@ -34,7 +37,7 @@ LayerConfig with_flags(LayerConfig c, bool a, bool n, bool g) {
   return c;
 }
 
-void print_memory(const LayerPlan& plan, int batch, int seq) {
+void print_memory(const LayerPlan& plan, const PlanOptions& po, int batch, int seq) {
   const LayerConfig& c = plan.cfg;
   std::printf("activation memory per layer at batch %d, seq %d (%s, %s):\n", batch, seq, dtype_name(c.dtype()),
               c.training ? "training" : "inference: nothing is kept");
@@ -56,7 +59,7 @@ void print_memory(const LayerPlan& plan, int batch, int seq) {
               {"gelu_checkpoint", false, false, true},
               {"all three", true, true, true}};
   for (const auto& r : rows) {
-    LayerPlan p = make_plan(with_flags(c, r.a, r.n, r.g));
+    LayerPlan p = make_plan(with_flags(c, r.a, r.n, r.g), po);
     std::printf("  %-26s %9.2f MiB\n", r.name, mib(p.activation_bytes(batch, seq)));
   }
 }
@@ -97,14 +100,17 @@ int cmd_inspect(const Args& args) {
   p.add_switch("resources", &resources, "registers, shared memory, stack and spills per kernel (compiles)");
   p.add_switch("ptx", &ptx, "print the PTX (compiles)");
   p.add_switch("config", &config, "print the resolved layer config JSON");
-  p.add_option("arch", &arch, "ARCH", "target for --resources / --ptx (default: this GPU, else sm_90)");
+  p.add_option("arch", &arch, "ARCH",
+               "target for the kernel list, --resources and --ptx (default: this GPU, else sm_90)");
   p.add_int("batch", &batch, "batch for --memory (default: the config's batch_size)");
   p.add_int("seq", &seq, "sequence length for --memory (default: max_seq_length)");
   if (!p.parse(args)) return 0;
   LayerConfig cfg = la.load();
-  LayerPlan plan = make_plan(cfg);
   if (arch.empty()) arch = default_arch();
   check_arch(arch);
+  PlanOptions po;
+  po.arch = arch;  // the kernel list depends on the target (gemm_sm90 on sm_90)
+  LayerPlan plan = make_plan(cfg, po);
   const KernelInfo* only = nullptr;
   if (!kernel.empty()) {
     only = plan.find_kernel(kernel);
@@ -132,7 +138,7 @@ int cmd_inspect(const Args& args) {
     std::printf("\n");
   }
   if (memory) {
-    print_memory(plan, b, s);
+    print_memory(plan, po, b, s);
     std::printf("\n");
   }
   if (source) {
@@ -159,11 +165,16 @@ int cmd_inspect(const Args& args) {
     if (!only) {
       std::fputs(r.module.image.c_str(), stdout);
     } else {
-      // From the kernel's .entry to the closing brace of its body.
+      // From the kernel's .entry to the closing brace of its body: the last "\n}\n" before the next
+      // entry's "// .globl" line (inline asm blocks inside the body also close with a brace).
       const std::string& t = r.module.image;
       auto a = t.find(".entry " + only->name + "(");
-      auto e = a == std::string::npos ? a : t.find("\n}\n", a);
-      if (a != std::string::npos) std::fputs(t.substr(a, e + 3 - a).c_str(), stdout);
+      if (a != std::string::npos) {
+        const auto next = t.find("// .globl", a);
+        auto e = t.rfind("\n}\n", next == std::string::npos ? std::string::npos : next);
+        if (e == std::string::npos || e < a) e = t.size() - 3;
+        std::fputs(t.substr(a, e + 3 - a).c_str(), stdout);
+      }
     }
   }
   return 0;

@@ -66,6 +66,12 @@ std::string emit_config_header(const LayerPlan& plan) {
                    plan.attn_fwd_stages == 2 ? " (the next tile prefetched with cp.async)" : "");
   o << fmt::format("constexpr bool kLnBwdWarpRows = {};  // layernorm_bwd: {}\n", plan.ln_bwd_warp_rows,
                    plan.ln_bwd_warp_rows ? "a warp per row where rows are at most 128 vectors" : "a block per row");
+  o << fmt::format("constexpr bool kFfnGemmSm90 = {};  // {}\n", plan.ffn_gemm_sm90,
+                   plan.ffn_gemm_sm90_bwd ? "the FFN's GELU GEMMs are gemm_sm90 kernels (GELU, GELU' in their epilogue)"
+                   : plan.ffn_gemm_sm90   ? "the intermediate GEMM is a gemm_sm90 kernel (GELU in its epilogue)"
+                                          : "the FFN's GEMMs run in cuBLASLt");
+  o << fmt::format("constexpr int kGemmCluster = {};  // gemm_sm90: CTAs per cluster{}\n", plan.gemm_sm90_cluster,
+                   plan.gemm_sm90_cluster > 1 ? " (B tiles shared by TMA multicast)" : "");
   o << fmt::format("constexpr bool kGeluInGemm = {};  // {}\n", plan.gelu_in_gemm,
                    plan.gelu_in_gemm ? "tanh GELU in cuBLASLt's GELU_AUX_BIAS / DGELU GEMM epilogues (no bias_gelu kernels)"
                                      : "GELU by bias_gelu_fwd / bias_gelu_bwd");
@@ -132,7 +138,7 @@ static int params_bytes(const std::string& type) {
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 88},
-      {"AttnDropoutBitsParams", 32}};
+      {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 384}, {"WeightTransposeParams", 16}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;
@@ -146,6 +152,8 @@ static const char* grid_text(GridKind g) {
     case GridKind::RowTiles: return "grid = ceil(B·S / kGradRowsPerBlock) (row tiles)";
     case GridKind::ColumnTiles: return "grid = (ceil(cols / 16), arrays)";
     case GridKind::FlashTiles: return "grid = (ceil(S / rows per tile), B·heads) (one tile of one head per block)";
+    case GridKind::Persistent: return "grid = min(SMs, output tiles) (persistent: each block walks tiles)";
+    case GridKind::Fixed: return "grid fixed by the layer";
   }
   return "";
 }
@@ -180,12 +188,15 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                    on_off(c.stochastic_mode))
     << fmt::format("// kernels ({}):", plan.kernels.size());
   for (const auto& k : plan.kernels) o << " " << k.name;
-  o << "\n// GEMMs run in cuBLAS/cuBLASLt between these kernels; see `dskc inspect` for the schedule.\n";
+  o << (plan.ffn_gemm_sm90 ? "\n// The gemm_sm90 kernels are FFN GELU GEMMs; the other GEMMs run in cuBLAS/cuBLASLt between "
+                             "these kernels; see `dskc inspect` for the schedule.\n"
+                           : "\n// GEMMs run in cuBLAS/cuBLASLt between these kernels; see `dskc inspect` for the schedule.\n");
   o << body;
   o << "\n// ================ kernels ================\nusing namespace dskc;\n";
   for (const auto& k : plan.kernels) {
-    o << fmt::format("\n// {} ({} pass): {}\n// launch: block {}, {}\n", k.name,
-                     k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid));
+    o << fmt::format("\n// {} ({} pass): {}\n// launch: block {}, {}{}\n", k.name,
+                     k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid),
+                     k.cluster > 1 ? fmt::format(", clusters of {} CTAs", k.cluster) : std::string());
     o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s block size\");\n",
                      k.shape_check, k.block, k.name);
     if (k.grid == GridKind::AttnRows)
@@ -195,11 +206,21 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
     if (!k.rows_check.empty())
       o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s rows per {}\");\n",
                        k.rows_check, k.rows_per_block, k.name, k.grid == GridKind::FlashTiles ? "tile" : "block");
+    if (k.tile_cols)
+      o << fmt::format("static_assert(GemmSm90Tile::kBlockN == {}, \"dskc plan and template disagree on {}'s tile "
+                       "columns\");\n",
+                       k.tile_cols, k.name);
+    if (k.cluster > 1)
+      o << fmt::format("static_assert(kGemmCluster == {}, \"dskc plan and template disagree on {}'s cluster size\");\n",
+                       k.cluster, k.name);
+    if (k.dynamic_smem)
+      o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s dynamic shared memory\");\n",
+                       k.smem_check, k.dynamic_smem, k.name);
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
     const std::string bounds = k.min_blocks.empty() ? std::to_string(k.block) : fmt::format("{}, {}", k.block, k.min_blocks);
-    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {} p) {{\n  {}(p);\n}}\n", bounds,
-                     k.name, k.params_type, k.instantiation);
+    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {}{} p) {{\n  {}(p);\n}}\n", bounds,
+                     k.name, k.grid_constant ? "__grid_constant__ " : "", k.params_type, k.instantiation);
     m.kernel_names.push_back(k.name);
   }
   m.source = o.str();

@@ -51,11 +51,14 @@ std::string cuda_include_dir() {
 std::vector<std::string> nvrtc_options(const CompileOptions& opt) {
   check_arch(opt.arch);
   std::vector<std::string> o;
+  // sm_90 builds for sm_90a, Hopper's architecture-specific target: the same code for every kernel,
+  // plus the wgmma and bulk tensor copies gemm_sm90 needs (its PTX and cubin run on sm_90 GPUs only).
+  const std::string target = opt.arch == "sm_90" ? std::string("90a") : opt.arch.substr(3);
   if (opt.emit == EmitKind::Cubin) {
-    o.push_back("--gpu-architecture=" + opt.arch);
+    o.push_back("--gpu-architecture=sm_" + target);
     o.push_back("-Xptxas=-v");
   } else {
-    o.push_back("--gpu-architecture=compute_" + opt.arch.substr(3));
+    o.push_back("--gpu-architecture=compute_" + target);
   }
   o.push_back("--std=c++17");
   o.push_back("-default-device");
@@ -197,6 +200,8 @@ static const char* grid_name(GridKind g) {
     case GridKind::RowTiles: return "row_tiles";
     case GridKind::ColumnTiles: return "column_tiles";
     case GridKind::FlashTiles: return "flash_tiles";
+    case GridKind::Persistent: return "persistent";
+    case GridKind::Fixed: return "fixed";
   }
   return "";
 }
@@ -220,6 +225,7 @@ std::string make_manifest(const LayerPlan& plan, const CompiledModule& m) {
     e["block"] = k.block;
     e["grid"] = grid_name(k.grid);
     e["rows_per_block"] = k.rows_per_block;
+    if (k.dynamic_smem) e["dynamic_shared_bytes"] = k.dynamic_smem;
     for (const auto& r : m.resources) {
       if (r.name != k.name) continue;
       e["registers"] = r.registers;

@@ -63,6 +63,7 @@ int64_t TensorInfo::bytes(int batch, int seq) const {
     case Extent::HeadRows: return tokens * width * elem_bytes;
     case Extent::HeadRowWords: return tokens * width * keep_words(seq) * elem_bytes;
     case Extent::Heads: return static_cast<int64_t>(batch) * width * elem_bytes;
+    case Extent::Fixed: return width * elem_bytes;
   }
   return 0;
 }
@@ -144,6 +145,25 @@ GeluPath gelu_path_from_env() {
                     {{"epilogue", GeluPath::EpilogueWhereSupported}, {"kernel", GeluPath::Kernel}},
                     "\"epilogue\" (the default: a tanh GELU runs in cuBLASLt's GELU_AUX_BIAS / DGELU epilogues "
                     "where the layer allows) or \"kernel\" (bias_gelu_fwd / bias_gelu_bwd)");
+}
+
+FfnGemm ffn_gemm_from_env() {
+  return env_choice("DSKC_FFN_GEMM", kFfnGemmDefault,
+                    {{"cublas", FfnGemm::Cublas}, {"sm90_fwd", FfnGemm::Sm90Forward}, {"sm90", FfnGemm::Sm90}},
+                    "\"cublas\" (cuBLASLt GEMMs + the bias_gelu kernels or cuBLASLt's tanh GELU epilogues), "
+                    "\"sm90_fwd\" (on Hopper the intermediate GEMM is dskc's gemm_sm90 with the GELU in its epilogue) "
+                    "or \"sm90\" (the output layer's data gradient too, with GELU' in its epilogue)");
+}
+
+int gemm_cluster_from_env() {
+  return env_choice("DSKC_GEMM_CLUSTER", 1, {{"1", 1}, {"2", 2}},
+                    "\"1\" (the default: every gemm_sm90 CTA loads its own B tiles) or \"2\" (clusters of two CTAs "
+                    "share each B tile by TMA multicast; measured slower on the H200, bench/NOTES.md v17)");
+}
+
+bool ffn_gemm_sm90_supported(const LayerConfig& c, const std::string& arch) {
+  return arch == "sm_90" && c.dtype() != DType::F32 && c.intermediate_size % kGemmSm90BlockN == 0 &&
+         c.hidden_size % kGemmSm90BlockK == 0 && c.hidden_size % kWeightTransposeTile == 0;
 }
 
 BiasGrad bias_grad_from_env() {
@@ -237,6 +257,22 @@ struct Builder {
           kAttnDropoutBitsThreads, "AttnDropoutBitsTile::kRows", kAttnDropoutBitsRows, fuses);
     plan.kernels.back().op = "attn_dropout_bits";
   }
+  // gemm_sm90 (templates/gemm_sm90.cuh): a persistent 384-thread block per SM over 128 x 256 output
+  // tiles of the [B·S, cols] product, with the TMA descriptors in a __grid_constant__ params struct.
+  void gemm_sm90(Pass pass, const std::string& name, const std::string& epi, int cols, const std::string& fuses) {
+    const std::string inst = "gemm_sm90_impl<kInter, kHidden, GemmEpi::" + epi + ", kGemmCluster>";
+    KernelInfo k{name, "gemm_sm90", "GemmSm90Params", inst, fuses, "GemmSm90Tile::kThreads", pass,
+                 GridKind::Persistent, kGemmSm90Threads, cols, 8, 1};
+    k.rows_per_block = kGemmSm90BlockM;
+    k.rows_check = "GemmSm90Tile::kBlockM";
+    k.tile_cols = kGemmSm90BlockN;
+    k.cluster = plan.gemm_sm90_cluster;
+    k.min_blocks = "1";
+    k.dynamic_smem = kGemmSm90SmemBytes;
+    k.smem_check = "GemmSm90Tile::kSmemBytes";
+    k.grid_constant = true;
+    plan.kernels.push_back(k);
+  }
   void head_rows(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
     v.push_back({name, "[B, heads, S] fp32", Extent::HeadRows, c.heads, 4, why});
   }
@@ -294,8 +330,20 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const GeluPath gelu_src = opt.gelu == GeluPath::FromEnvironment ? gelu_path_from_env() : opt.gelu;
   plan.gelu_in_gemm = gelu_src == GeluPath::EpilogueWhereSupported && c.gelu_approximation == GeluForm::Tanh && epi &&
                       !c.gelu_checkpoint && c.intermediate_size % 8 == 0;  // the aux matrix's leading dimension
+  // The FFN GEMMs as gemm_sm90 (plan.h): they take cuBLASLt's tanh epilogues' place too.
+  const FfnGemm ffn_src = opt.ffn_gemm == FfnGemm::FromEnvironment ? ffn_gemm_from_env() : opt.ffn_gemm;
+  plan.ffn_gemm_sm90 = ffn_src != FfnGemm::Cublas && epi && ffn_gemm_sm90_supported(c, opt.arch);
+  plan.ffn_gemm_sm90_bwd = plan.ffn_gemm_sm90 && ffn_src == FfnGemm::Sm90 && train;
+  if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
+  {
+    const int cl = opt.gemm_cluster == 0 ? gemm_cluster_from_env() : opt.gemm_cluster;
+    DSKC_ASSERT(cl == 1 || cl == 2, "PlanOptions::gemm_cluster is 0, 1 or 2");
+    plan.gemm_sm90_cluster = plan.ffn_gemm_sm90 ? cl : 1;
+  }
+  const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
+  const std::string gelu_form = c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf";
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
 
   // ---- forward kernels, in launch order ----
@@ -335,7 +383,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,
          "attn_ob bias + " + hd + "residual add + LayerNorm(attn_nw, attn_nb)");
-  if (!plan.gelu_in_gemm)
+  if (sm90)
+    b.gemm_sm90(Pass::Forward, "gemm_inter_fwd",
+                train ? "kBiasGelu" : "kBiasGeluNoPre",
+                I,
+                "intermediate GEMM ln_attn_out·inter_wᵀ (TMA + wgmma) + inter_b + GELU (" + gelu_form +
+                    ") in the epilogue" + (train ? "; writes h and GELU(h)" : "; writes GELU(h)"));
+  else if (!plan.gelu_in_gemm)
     b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams",
                   "bias_gelu_fwd_impl<kInter, false>",
                   I, std::string("GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") +
@@ -371,6 +425,14 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   };
   if (train) {
     const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
+    if (sm90_bwd) {
+      KernelInfo k{"transpose_output_w", "weight_transpose", "WeightTransposeParams",
+                   "weight_transpose_impl<kHidden, kInter>", "output_wᵀ [I, H] into output_w_t for gemm_output_dgrad",
+                   "WeightTransposeTile::kThreads", Pass::Backward, GridKind::Fixed, kWeightTransposeThreads, I, 8, 1};
+      k.grid_x = I / kWeightTransposeTile;
+      k.grid_y = H / kWeightTransposeTile;
+      plan.kernels.push_back(k);
+    }
     if (!pre)
       b.ln_bwd("layernorm_bwd_norm", "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>",
                "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
@@ -378,7 +440,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     // gelu_checkpoint: the same pass also rebuilds GELU(h) for the output_w gradient, which then
     // runs after it (runtime/transformer_layer.cpp).
     const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
-    if (!plan.gelu_in_gemm)
+    if (sm90_bwd)
+      b.gemm_sm90(Pass::Backward, "gemm_output_dgrad",
+                  c.gelu_checkpoint ? "kDGeluStoreGelu" : "kDGelu",
+                  I,
+                  "output layer data gradient d_o·output_w (TMA + wgmma, output_wᵀ from output_w_t) ⊙ GELU'(h) (" +
+                      gelu_form + ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
+    else if (!plan.gelu_in_gemm)
       b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
               "bias_gelu_bwd_impl<kInter, " + partials + (c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
               (epi ? "GELU backward (inter_b gradient by " + by + ")"
@@ -539,6 +607,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
+    if (sm90_bwd)
+      w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,
+                   "output_wᵀ, gemm_output_dgrad's K-major B operand (rewritten every backward)"});
     b.tokens(w, "grad_qkv", "[B, S, 3H]", 3 * H, "gradient scratch");
     if (fused)
       b.head_rows(w, "attn_row_dot", "D = rowsum(dO ⊙ O) of the fused attention backward");

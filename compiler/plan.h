@@ -27,6 +27,9 @@ enum class GridKind {
   RowTiles,     // kGradRowsPerBlock rows per block: grid = ceil(B·S / kGradRowsPerBlock)
   ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / kReduceTileCols), arrays), block 256
   FlashTiles,   // fused attention: grid = (ceil(S / rows_per_block), B·heads)
+  Persistent,   // gemm_sm90: one block per SM (at most one per output tile), each walking tiles of
+                // rows_per_block x tile_cols outputs: grid = min(SMs, ceil(B·S / rows_per_block) · cols / tile_cols)
+  Fixed,        // a grid fixed by the config (weight_transpose): grid = (grid_x, grid_y)
 };
 
 struct KernelInfo {
@@ -46,14 +49,27 @@ struct KernelInfo {
   std::string rows_check = "";  // Rows, FlashTiles: constexpr expression for rows_per_block (static_assert'ed)
   // Non-empty: __launch_bounds__(block, min_blocks) with this constexpr expression (a template
   // constant, may depend on the arch): caps registers for that many resident blocks per SM.
-  std::string min_blocks;
+  std::string min_blocks = "";
+  // Persistent: output columns per tile (the GEMM's N is `cols`) and CTAs per cluster (the grid is a
+  // multiple; the launch sets the cluster dimension). Fixed: the grid.
+  int tile_cols = 0;
+  int cluster = 1;
+  int grid_x = 0, grid_y = 0;
+  // Bytes of dynamic shared memory per block (0: static only); smem_check is the template's
+  // constexpr expression for it (static_assert'ed). The runtime raises the kernel's limit to it.
+  int dynamic_smem = 0;
+  std::string smem_check = "";
+  // The params struct is a __grid_constant__ kernel parameter (it holds TMA descriptors, which
+  // must live in the parameter space).
+  bool grid_constant = false;
 };
 
 // Tokens: B·S·width elements; Scores: B·S·heads·padded S; RowStats: B·S; RowTiles: partial-sum
 // rows × width; HeadRows: B·heads·S (width = heads), e.g. the fused attention's row logsumexp;
 // HeadRowWords: B·heads·S·ceil(S/32) (width = heads), the fused attention's dropout keep bits;
 // Heads: B·heads (width = heads), e.g. the single-pass attention backward's per-head tickets.
-enum class Extent { Tokens, Scores, RowStats, RowTiles, HeadRows, HeadRowWords, Heads };
+// Fixed: `width` elements whatever the batch and sequence (e.g. a transposed weight).
+enum class Extent { Tokens, Scores, RowStats, RowTiles, HeadRows, HeadRowWords, Heads, Fixed };
 
 struct TensorInfo {
   std::string name;    // e.g. "qkv"
@@ -130,6 +146,21 @@ struct LayerPlan {
   // runtime computes dQ = dS·K/√d with one batched GEMM (gemm_attn_dq) instead of attn_flash_bwd_dq,
   // which would compute P and dS a second time. Deterministic like the kernel it replaces.
   bool attn_dq_gemm = false;
+  // The FFN's GELU GEMMs as dskc's own Hopper kernels with the GELU in their epilogue
+  // (templates/gemm_sm90.cuh: TMA + wgmma, warp-specialized, persistent), for sm_90 targets with
+  // fp16/bf16, intermediate_size % 256 == 0 and hidden_size % 64 == 0, bias gradients from cuBLASLt
+  // (not partials), either GELU form. ffn_gemm_sm90: gemm_inter_fwd writes h = x·Wᵀ + b into
+  // ffn_pre_gelu and GELU(h) into ffn_gelu_out (no bias_gelu_fwd). ffn_gemm_sm90_bwd (only with
+  // it): gemm_output_dgrad, after transpose_output_w writes output_wᵀ into the workspace tensor
+  // output_w_t, writes dh = (dY·W) ⊙ GELU'(h), and under gelu_checkpoint GELU(h) again (no
+  // bias_gelu_bwd). Either replaces gelu_in_gemm's cuBLASLt epilogues. DSKC_FFN_GEMM picks
+  // (bench/NOTES.md v17 has the measurements behind the default).
+  bool ffn_gemm_sm90 = false;
+  bool ffn_gemm_sm90_bwd = false;
+  // CTAs per thread-block cluster of the gemm_sm90 kernels (kGemmCluster): 1 by default; 2 with
+  // DSKC_GEMM_CLUSTER=2, the pair sharing each B tile through TMA multicast (a third less
+  // L2-to-SM traffic, but the mainloop measured 24% slower on the H200: bench/NOTES.md v17).
+  int gemm_sm90_cluster = 1;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -168,6 +199,14 @@ enum class BiasGrad {
   Epilogue,         // the weight-gradient GEMMs' cuBLASLt BGRADB epilogue
   Partials,         // row kernels write per-block partial sums; param_grad_reduce sums them
 };
+// Who runs the FFN's GELU GEMMs (LayerPlan::ffn_gemm_sm90 / ffn_gemm_sm90_bwd).
+enum class FfnGemm {
+  FromEnvironment,  // DSKC_FFN_GEMM: unset or "" -> the default below; "cublas", "sm90_fwd", "sm90"
+  Cublas,           // cuBLASLt (+ bias_gelu_fwd / bias_gelu_bwd, or its tanh GELU epilogues)
+  Sm90Forward,      // gemm_sm90 for the intermediate GEMM (forward) where supported; cuBLASLt backward
+  Sm90,             // gemm_sm90 for both GELU GEMMs where supported
+};
+constexpr FfnGemm kFfnGemmDefault = FfnGemm::Cublas;
 // How layernorm_bwd lays out its rows (LayerPlan::ln_bwd_warp_rows).
 enum class LnBwd {
   FromEnvironment,  // DSKC_LN_BWD: unset, "" or "warp" -> WarpRows; "block" -> BlockRows
@@ -184,6 +223,12 @@ struct PlanOptions {
   // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
   int attn_fwd_stages = 0;
   LnBwd ln_bwd = LnBwd::FromEnvironment;
+  FfnGemm ffn_gemm = FfnGemm::FromEnvironment;
+  // gemm_sm90's cluster size (1 or 2; 0: DSKC_GEMM_CLUSTER, default 1).
+  int gemm_cluster = 0;
+  // The GPU the module is built for ("sm_80" .. "sm_90"; empty: not known). Kernels that exist for one
+  // architecture only (gemm_sm90) are planned only for it.
+  std::string arch = "";
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -207,6 +252,15 @@ int attn_fwd_stages_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
 // other value is an Error(Config) naming the variable.
 BiasGrad bias_grad_from_env();
+// Reads DSKC_FFN_GEMM (unset, "" -> kFfnGemmDefault; "cublas", "sm90_fwd", "sm90"); any other value is
+// an Error(Config) naming the variable.
+FfnGemm ffn_gemm_from_env();
+// Reads DSKC_GEMM_CLUSTER (unset, "", "2" -> 2; "1" -> 1); any other value is an Error(Config) naming
+// the variable.
+int gemm_cluster_from_env();
+// Whether a layer's FFN GEMMs can run as gemm_sm90 on `arch` (ignoring DSKC_FFN_GEMM and the bias
+// gradient source).
+bool ffn_gemm_sm90_supported(const LayerConfig& cfg, const std::string& arch);
 // Reads DSKC_GELU (unset, "", "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel); any other
 // value is an Error(Config) naming the variable.
 GeluPath gelu_path_from_env();
@@ -234,6 +288,10 @@ inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
 // attn_flash_fwd with `stages` K/V buffers, byte flags (the kernel draws the dropout mask) or bit
 // words (it reads the bits).
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
+// Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
+constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 256, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
+constexpr int kGemmSm90SmemBytes = 1024 + 3 * (128 * 64 * 2 + 256 * 64 * 2) + 128 * (256 * 2 + 16) + 8 * 10;
+constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;
 constexpr int kAttnDropoutBitsRows = 64;

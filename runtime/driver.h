@@ -56,6 +56,12 @@ struct DriverApi {
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
   CUresult (*cuMemAllocHost)(void**, size_t);
   CUresult (*cuMemFreeHost)(void*);
+  // gemm_sm90: its dynamic shared-memory limit and the TMA descriptors of its operands
+  CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);  // thread-block clusters
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 };
 
 // Loads libcuda on first call; throws Error(Device) "no NVIDIA driver" when it cannot.

@@ -2,6 +2,9 @@
 // cuLaunchKernel. Member order and types must match the device structs exactly; sizes are
 // pinned by static_asserts here (the device side is the same C++ layout).
 #pragma once
+#include <cuda.h>  // CUtensorMap
+
+#include <cstddef>
 #include <cstdint>
 
 namespace dskc::kp {
@@ -107,6 +110,24 @@ struct AttnDropoutBits {
   DropoutArgs rng;
 };
 
+// gemm_sm90 (templates/gemm_sm90.cuh): TMA descriptors of A [m, K] and B [N, K] (runtime/tma.h)
+// and the epilogue's tensors; passed as a __grid_constant__ parameter.
+struct GemmSm90 {
+  CUtensorMap a, b;
+  Ptr bias;  // [N] (forward)
+  Ptr pre;   // [m, N] GELU input h (backward)
+  Ptr out;   // [m, N] h (forward) or dh (backward)
+  Ptr gelu;  // [m, N] GELU(h) (forward; backward under gelu_checkpoint)
+  int m;
+};
+struct WeightTranspose {
+  Ptr in, out;
+};
+
+static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) == 128);
+static_assert(sizeof(GemmSm90) == 384);
+static_assert(offsetof(GemmSm90, bias) == 256);
+static_assert(sizeof(WeightTranspose) == 16);
 static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -14,6 +15,7 @@
 #include "runtime/host_tensor.h"
 #include "runtime/kernel_params.h"
 #include "runtime/layer_params.h"
+#include "runtime/tma.h"
 
 namespace dskc {
 
@@ -21,6 +23,13 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 enum PtrArray { kQ, kK, kV, kScores, kProbsDrop, kCtx, kDCtx, kDQ, kDK, kDV, kDScores, kNumArrays };
+// The plan for this GPU: its architecture decides kernels such as gemm_sm90.
+PlanOptions plan_options(const Context& ctx, const LayerOptions& opt) {
+  PlanOptions po;
+  po.attention = opt.attention;
+  po.arch = detect_gpu_arch(ctx.device()).value_or("");
+  return po;
+}
 }  // namespace
 
 LoadedModule::LoadedModule(Context& ctx, const std::string& image) : ctx_(ctx) {
@@ -46,7 +55,7 @@ void LoadedModule::load(const std::vector<std::string>& names) const {
 }
 
 TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const LayerOptions& opt)
-    : ctx_(ctx), plan_(make_plan(cfg, PlanOptions{opt.attention})), opt_(opt) {
+    : ctx_(ctx), plan_(make_plan(cfg, plan_options(ctx, opt))), opt_(opt) {
   ctx_.make_current();
   CompileOptions co;
   co.arch = detect_gpu_arch(ctx_.device()).value_or("sm_90");
@@ -57,6 +66,15 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   // Every kernel now: with lazy loading a kernel first used in backward would otherwise need
   // device memory for its code in the middle of a step (a full GPU then fails there).
   module_->load(br.generated.kernel_names);
+  for (const auto& k : plan_.kernels)
+    if (k.dynamic_smem > 0)
+      DSKC_CU(cuFuncSetAttribute(module_->function(k.name), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 k.dynamic_smem));
+  {
+    CUdevice dev;
+    DSKC_CU(cuDeviceGet(&dev, ctx_.device()));
+    DSKC_CU(cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  }
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
   side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
   const size_t eb = dtype_bytes(cfg.dtype());
@@ -273,6 +291,13 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
     case GridKind::RowTiles: return static_cast<unsigned>(grad_parts(rows));
     case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + kReduceTileCols - 1) / kReduceTileCols);
     case GridKind::FlashTiles: return static_cast<unsigned>((seq_ + k.rows_per_block - 1) / k.rows_per_block);
+    case GridKind::Persistent: {
+      // Work items are a cluster's k.cluster M tiles of one N tile; one cluster per k.cluster SMs.
+      const int64_t m_tiles = (rows + k.rows_per_block - 1) / k.rows_per_block;
+      const int64_t items = (m_tiles + k.cluster - 1) / k.cluster * (k.cols / k.tile_cols);
+      return static_cast<unsigned>(k.cluster * std::min<int64_t>(items, sm_count_ / k.cluster));
+    }
+    case GridKind::Fixed: return static_cast<unsigned>(k.grid_x);
   }
   return 1;
 }
@@ -284,7 +309,27 @@ void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsign
   CUfunction f = module_->function(kernel);
   void* args[] = {const_cast<void*>(params)};
   if (prof_) prof_->begin(kernel, stream);
-  DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1, 0, stream, args, nullptr));
+  if (k->cluster > 1) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = static_cast<unsigned>(k->cluster);
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = grid_x;
+    cfg.gridDimY = grid_y;
+    cfg.gridDimZ = 1;
+    cfg.blockDimX = static_cast<unsigned>(k->block);
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = static_cast<unsigned>(k->dynamic_smem);
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    DSKC_CU(cuLaunchKernelEx(&cfg, f, args, nullptr));
+  } else {
+    DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1,
+                           static_cast<unsigned>(k->dynamic_smem), stream, args, nullptr));
+  }
   if (prof_) prof_->end(stream);
 }
 
@@ -332,7 +377,9 @@ void TransformerLayer::run_kernel(const std::string& name, const void* params, i
   const KernelInfo* k = plan_.find_kernel(name);
   DSKC_ASSERT(k, "kernel " + name + " not in plan");
   // FlashTiles: grid.y = B·heads (make_plan keeps batch_size·heads <= 65535 on that path).
-  const unsigned grid_y = k->grid == GridKind::FlashTiles ? static_cast<unsigned>(batch_ * plan_.cfg.heads) : 1u;
+  const unsigned grid_y = k->grid == GridKind::FlashTiles ? static_cast<unsigned>(batch_ * plan_.cfg.heads)
+                          : k->grid == GridKind::Fixed    ? static_cast<unsigned>(k->grid_y)
+                                                          : 1u;
   if (on_side && side_) {
     fork();
     launch(name, grid_for(*k, rows), grid_y, params, side_lane_.stream);
@@ -422,7 +469,17 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   }
   // ffn_pre_gelu = ln_attn_out · inter_wᵀ + inter_b (epilogue); then GELU          [rows, I]
   const GemmShape inter_fwd{false, true, rows, I, H, H, H, I};
-  if (plan_.gelu_in_gemm) {
+  if (plan_.ffn_gemm_sm90) {
+    // gemm_sm90: h (training) and GELU(h) from the GEMM's epilogue
+    kp::GemmSm90 g{};
+    g.a = tma_kmajor_128b(t("ln_attn_out"), c.dtype(), rows, H, H, kGemmSm90BlockM);
+    g.b = tma_kmajor_128b(param("inter_w"), c.dtype(), I, H, H, kGemmSm90BlockN / plan_.gemm_sm90_cluster);
+    g.bias = P(param("inter_b"));
+    g.out = train ? P(t("ffn_pre_gelu")) : nullptr;
+    g.gelu = P(t("ffn_gelu_out"));
+    g.m = rows;
+    run_kernel("gemm_inter_fwd", &g, rows);
+  } else if (plan_.gelu_in_gemm) {
     // ffn_gelu_out = GELU(ffn_pre_gelu), both from the GEMM's GELU_AUX_BIAS epilogue
     gemm_gelu("gemm_inter_fwd", inter_fwd, t("ln_attn_out"), param("inter_w"), t("ffn_gelu_out"), param("inter_b"),
               t("ffn_pre_gelu"));
@@ -492,6 +549,13 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     run_kernel("layernorm_fwd_norm", &p, rows, on_side);
     if (on_side) side_done({h1, t("ln_norm_mean"), t("ln_norm_rstd")});
   };
+  // gemm_sm90's output-layer data gradient reads output_wᵀ (K-major): transposed first, on the side
+  // stream while the main stream starts the FFN backward.
+  if (plan_.ffn_gemm_sm90_bwd) {
+    kp::WeightTranspose p{P(param("output_w")), P(t("output_w_t"))};
+    run_kernel("transpose_output_w", &p, rows, true);
+    if (side_) side_done({t("output_w_t")});
+  }
   const bool regenerate_early = side_;
   if (regenerate_early) {
     regenerate_bits(true);
@@ -542,7 +606,20 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   };
   if (!c.gelu_checkpoint) output_wgrad();
   const GemmShape output_dgrad{false, false, rows, I, H, H, I, I};
-  if (plan_.gelu_in_gemm) {
+  if (plan_.ffn_gemm_sm90_bwd) {
+    // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu) (+ GELU(h) into ffn_gelu_out under gelu_checkpoint)
+    main_waits_for(t("output_w_t"));
+    main_waits_for(gi);
+    if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
+    kp::GemmSm90 g{};
+    g.a = tma_kmajor_128b(d_o, c.dtype(), rows, H, H, kGemmSm90BlockM);
+    g.b = tma_kmajor_128b(t("output_w_t"), c.dtype(), I, H, H, kGemmSm90BlockN / plan_.gemm_sm90_cluster);
+    g.pre = P(t("ffn_pre_gelu"));
+    g.out = P(gi);
+    g.gelu = c.gelu_checkpoint ? P(t("ffn_gelu_out")) : nullptr;
+    g.m = rows;
+    run_kernel("gemm_output_dgrad", &g, rows);
+  } else if (plan_.gelu_in_gemm) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue
     gemm_gelu("gemm_output_dgrad", output_dgrad, d_o, param("output_w"), gi, 0, t("ffn_pre_gelu"));
   } else {

@@ -137,6 +137,7 @@ class TransformerLayer : public GpuLayer {
   int arrays_batch_ = -1, arrays_seq_ = -1;
   CUdeviceptr arrays_workspace_ = 0;
   Profiler* prof_ = nullptr;
+  int sm_count_ = 1;          // multiprocessors (persistent gemm_sm90 grids)
   bool side_enabled_ = true;  // LayerOptions::side_stream resolved
   bool side_ = false;         // the current backward uses the side stream
   GemmLane side_lane_;

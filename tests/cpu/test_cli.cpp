@@ -307,13 +307,15 @@ TEST_CASE("compile to PTX and to CUDA source; default output names; --manifest n
   TempDir dir, cache;
   const std::string env = "DSKC_CACHE_DIR=" + cache.path.string();
   write_file(dir / "layer.json", tiny(R"(, "bf16": true, "pre_layer_norm": false)"));
-  const dskc::LayerPlan plan = dskc::make_plan(dskc::load_layer_config(dir / "layer.json"));
+  dskc::PlanOptions po;
+  po.arch = "sm_90";  // the kernel list of an sm_90 target (gemm_sm90 where the layer allows)
+  const dskc::LayerPlan plan = dskc::make_plan(dskc::load_layer_config(dir / "layer.json"), po);
 
   auto r = run_dskc("compile " + (dir / "layer.json") + " --arch sm_90 --emit ptx -o " + (dir / "m.ptx"), env);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const std::string ptx = read_file(dir / "m.ptx");
-  CHECK(ptx.find(".target sm_90") != std::string::npos);
+  CHECK(ptx.find(".target sm_90a") != std::string::npos);  // sm_90 builds for sm_90a (wgmma, TMA)
   for (const auto& k : plan.kernels) CHECK_MESSAGE(ptx.find(".entry " + k.name + "(") != std::string::npos, k.name);
   const auto m = nlohmann::json::parse(read_file(dir / "m.ptx.json"));
   CHECK(m["emit"] == "ptx");
@@ -329,7 +331,9 @@ TEST_CASE("compile to PTX and to CUDA source; default output names; --manifest n
   eo.arch = "sm_80";
   eo.nvrtc_options = dskc::nvrtc_options({"sm_80", dskc::EmitKind::Cubin, {}});
   eo.nvrtc_version = dskc::nvrtc_version_string();
-  CHECK(read_file(dir / "m.cu") == dskc::emit(plan, eo).source);
+  dskc::PlanOptions po80;
+  po80.arch = "sm_80";
+  CHECK(read_file(dir / "m.cu") == dskc::emit(dskc::make_plan(dskc::load_layer_config(dir / "layer.json"), po80), eo).source);
 
   // Default names: dskc_layer_<config hash>.<ext> (+ .json) in the working directory.
   TempDir cwd;

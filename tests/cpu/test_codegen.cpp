@@ -89,6 +89,15 @@ LayerPlan atomic_dq_plan(const LayerConfig& c) {
   return make_plan(c, {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Atomic});
 }
 LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused, AttnMask::Inline}); }
+// The plan for an sm_90 target, whose FFN GELU GEMMs are gemm_sm90 kernels where the layer allows.
+LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90) {
+  PlanOptions o;
+  o.attention = AttentionPath::FusedWhereSupported;
+  o.attn_mask = AttnMask::Inline;
+  o.ffn_gemm = ffn;
+  o.arch = "sm_90";
+  return make_plan(c, o);
+}
 
 // A bad value of an environment switch the plan reads: make_plan(bert_large()) fails with a config
 // error naming "VAR=value:" and both quoted words, the same message as the variable's own reader.
@@ -1212,6 +1221,138 @@ TEST_CASE("tanh GELU runs in cuBLASLt's GELU_AUX_BIAS / DGELU epilogues where th
     check_env_error("DSKC_GELU", bad, "epilogue", "kernel", [] { gelu_path_from_env(); });
 }
 
+TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are gemm_sm90 kernels (GELU in the "
+          "epilogue) where the layer allows; cuBLASLt by default") {
+  for (bool tanh : {false, true}) {
+    LayerConfig c = bert_large();
+    if (tanh) c.gelu_approximation = GeluForm::Tanh;
+    CAPTURE(tanh);
+    const LayerPlan g = sm90_plan(c), cu = sm90_plan(c, FfnGemm::Cublas);
+    CHECK(g.ffn_gemm_sm90);
+    CHECK_FALSE(g.gelu_in_gemm);  // gemm_sm90 takes the tanh form's cuBLASLt epilogues' place too
+    CHECK_FALSE(cu.ffn_gemm_sm90);
+    CHECK(cu.gelu_in_gemm == tanh);
+    for (const char* k : {"bias_gelu_fwd", "bias_gelu_bwd"}) CHECK_FALSE(has_kernel(g, k));
+    CHECK(has_kernel(cu, "bias_gelu_fwd") == !tanh);
+    const std::vector<std::string> names = kernel_names(g);
+    // Launch order: forward GEMM after the attention LayerNorm, then backward transposes output_w
+    // first and runs the data gradient where bias_gelu_bwd ran.
+    auto at = [&](const char* n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
+    CHECK(at("gemm_inter_fwd") == at("bias_dropout_residual_layernorm_fwd_attn") + 1);
+    CHECK(at("transpose_output_w") < at("dropout_bias_grad_ffn_out"));
+    CHECK(at("gemm_output_dgrad") == at("dropout_bias_grad_ffn_out") + 1);
+    const KernelInfo& f = *g.find_kernel("gemm_inter_fwd");
+    CHECK(f.op == "gemm_sm90");
+    CHECK(f.grid == GridKind::Persistent);
+    CHECK(f.block == 384);
+    CHECK(f.rows_per_block == 128);
+    CHECK(f.tile_cols == 256);
+    CHECK(f.cols == c.intermediate_size);
+    CHECK(f.dynamic_smem == kGemmSm90SmemBytes);
+    CHECK(f.dynamic_smem <= 227 * 1024);
+    CHECK(f.grid_constant);
+    CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu, kGemmCluster>");
+    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu, kGemmCluster>");
+    const KernelInfo& tr = *g.find_kernel("transpose_output_w");
+    CHECK(tr.grid == GridKind::Fixed);
+    CHECK(tr.grid_x == c.intermediate_size / 64);
+    CHECK(tr.grid_y == c.hidden_size / 64);
+    // Same saved tensors; output_wᵀ [I, H] joins the shared workspace.
+    CHECK(g.activation_bytes() == cu.activation_bytes());
+    CHECK(g.workspace_bytes(64, 128) ==
+          cu.workspace_bytes(64, 128) + int64_t{2} * c.intermediate_size * c.hidden_size);
+    const std::string src = emit(g).source;
+    CHECK(src.find("void __launch_bounds__(384, 1) gemm_inter_fwd(const __grid_constant__ GemmSm90Params p)") !=
+          std::string::npos);
+    CHECK(src.find("static_assert(GemmSm90Tile::kSmemBytes == " + std::to_string(kGemmSm90SmemBytes)) !=
+          std::string::npos);
+    CHECK(emit_config_header(g).find("constexpr bool kFfnGemmSm90 = true;") != std::string::npos);
+    CHECK(emit_config_header(cu).find("constexpr bool kFfnGemmSm90 = false;") != std::string::npos);
+  }
+  // gelu_checkpoint: the data gradient also rebuilds GELU(h); inference: the forward writes GELU(h) only.
+  LayerConfig ck = bert_large();
+  ck.gelu_checkpoint = true;
+  CHECK(sm90_plan(ck).find_kernel("gemm_output_dgrad")->instantiation ==
+        "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluStoreGelu, kGemmCluster>");
+  LayerConfig inf = bert_large();
+  inf.training = false;
+  const LayerPlan pi = sm90_plan(inf);
+  CHECK(pi.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGeluNoPre, kGemmCluster>");
+  CHECK_FALSE(has_kernel(pi, "transpose_output_w"));
+  CHECK_FALSE(has_kernel(pi, "gemm_output_dgrad"));
+  // Where it does not apply: other targets (and no target), fp32, bias partials (bias_gelu_bwd writes
+  // inter_b's), an intermediate size that is not a multiple of 256, a hidden size not a multiple of 64.
+  CHECK(sm90_plan(with_dtype(bert_large(), DType::BF16)).ffn_gemm_sm90);
+  CHECK_FALSE(sm90_plan(with_dtype(bert_large(), DType::F32)).ffn_gemm_sm90);
+  for (const char* arch : {"", "sm_80", "sm_86", "sm_89"}) {
+    PlanOptions o;
+    o.arch = arch;
+    o.ffn_gemm = FfnGemm::Sm90;
+    CHECK_FALSE(make_plan(bert_large(), o).ffn_gemm_sm90);
+  }
+  {
+    PlanOptions o;
+    o.arch = "sm_90";
+    o.ffn_gemm = FfnGemm::Sm90;
+    o.bias_grad = BiasGrad::Partials;
+    CHECK_FALSE(make_plan(bert_large(), o).ffn_gemm_sm90);
+    o.bias_grad = BiasGrad::Epilogue;
+    CHECK(make_plan(bert_large(), o).ffn_gemm_sm90);
+  }
+  LayerConfig odd = bert_large();
+  odd.intermediate_size = 4000;  // a multiple of 8 and 32, not of 256
+  CHECK_FALSE(sm90_plan(odd).ffn_gemm_sm90);
+  LayerConfig base = bert_large();
+  base.hidden_size = 768;
+  base.heads = 12;
+  base.intermediate_size = 3072;  // BERT-Base: 3072 = 12 x 256, 768 = 12 x 64
+  CHECK(sm90_plan(base).ffn_gemm_sm90);
+  LayerConfig narrow = bert_large();
+  narrow.hidden_size = 1120;
+  narrow.heads = 16;  // I = 4096 = 16 x 256, but 1120 % 64 != 0
+  CHECK_FALSE(sm90_plan(narrow).ffn_gemm_sm90);
+  CHECK(ffn_gemm_sm90_supported(bert_large(), "sm_90"));
+  CHECK_FALSE(ffn_gemm_sm90_supported(bert_large(), "sm_80"));
+  // sm90_fwd: the forward GEMM only; the backward keeps cuBLASLt + bias_gelu_bwd (no transpose, no
+  // output_wᵀ workspace). Inference plans have no backward either way.
+  {
+    const LayerPlan f = sm90_plan(bert_large(), FfnGemm::Sm90Forward), both = sm90_plan(bert_large());
+    CHECK(f.ffn_gemm_sm90);
+    CHECK_FALSE(f.ffn_gemm_sm90_bwd);
+    CHECK(both.ffn_gemm_sm90_bwd);
+    CHECK(has_kernel(f, "gemm_inter_fwd"));
+    CHECK_FALSE(has_kernel(f, "bias_gelu_fwd"));
+    CHECK(has_kernel(f, "bias_gelu_bwd"));
+    CHECK_FALSE(has_kernel(f, "transpose_output_w"));
+    CHECK_FALSE(has_kernel(f, "gemm_output_dgrad"));
+    CHECK(f.workspace_bytes(64, 128) + int64_t{2} * 4096 * 1024 == both.workspace_bytes(64, 128));
+    CHECK_FALSE(f.gelu_in_gemm);
+    CHECK(emit_config_header(f).find("constexpr bool kFfnGemmSm90 = true;  // the intermediate GEMM") != std::string::npos);
+    CHECK_FALSE(pi.ffn_gemm_sm90_bwd);
+  }
+  // The environment: cuBLASLt by default (kFfnGemmDefault: the measured choice, bench/NOTES.md v17).
+  CHECK(kFfnGemmDefault == FfnGemm::Cublas);
+  PlanOptions env_opt;
+  env_opt.arch = "sm_90";
+  {
+    dskc_test::ScopedEnv env("DSKC_FFN_GEMM", nullptr);
+    CHECK_FALSE(make_plan(bert_large(), env_opt).ffn_gemm_sm90);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "sm90");
+    CHECK(make_plan(bert_large(), env_opt).ffn_gemm_sm90_bwd);
+    CHECK_FALSE(sm90_plan(bert_large(), FfnGemm::Cublas).ffn_gemm_sm90);  // explicit options win
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "sm90_fwd");
+    const LayerPlan f = make_plan(bert_large(), env_opt);
+    CHECK(f.ffn_gemm_sm90);
+    CHECK_FALSE(f.ffn_gemm_sm90_bwd);
+  }
+  for (const char* bad : {"cuBLAS", "sm_90", "wgmma"})
+    check_env_error("DSKC_FFN_GEMM", bad, "sm90", "cublas", [] { ffn_gemm_from_env(); });
+}
+
 TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "
           "attn_flash_bwd_dq") {
   auto plan_with = [](const LayerConfig& c, AttnDq dq) {
@@ -1446,8 +1587,10 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     const LayerPlan plan_stochastic = atomic_dq_plan(cs);
     const LayerPlan plan_dq_kernel =
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
+    const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t));  // gemm_sm90, weight_transpose (fp16/bf16)
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
-                      module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source;
+                      module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source,
+                      module_sm90 = emit(plan_sm90).source;
     const auto headers = template_headers(plan);
     for (const auto& tpl : embedded_templates()) {
       // The BERT model's own kernels (templates/model/) have their own config header and their
@@ -1480,8 +1623,16 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_dq_kernel, k.name);
             wrapped.push_back(k.name);
           }
-        const bool flash = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh";
-        CHECK_MESSAGE((!wrapped.empty() || (flash && t == DType::F32)),
+        for (const auto& k : plan_sm90.kernels)  // gemm_inter_fwd, transpose_output_w, gemm_output_dgrad
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_sm90, k.name);
+            wrapped.push_back(k.name);
+          }
+        // fp32 layers have no fused attention and no gemm_sm90: those templates compile with no
+        // kernel instantiating them.
+        const bool fp16_only = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh" ||
+                               tpl.path == "gemm_sm90.cuh" || tpl.path == "weight_transpose.cuh";
+        CHECK_MESSAGE((!wrapped.empty() || (fp16_only && t == DType::F32)),
                       tpl.path << " is used by no kernel of a plan with every flag");
         if (!wrapped.empty()) ops_seen.insert(tpl.path);
       }
@@ -1690,6 +1841,7 @@ void compile_module(const ModuleCase& mc) {
                   : mc.dq_atomic ? AttnDq::Atomic
                                  : AttnDq::Gemm};
   opt.attn_fwd_stages = mc.fwd_stages;
+  opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   BuildResult r;
   try {

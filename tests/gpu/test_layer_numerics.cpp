@@ -15,7 +15,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <vector>
 
 #include "compiler/nvrtc_compile.h"
 #include "compiler/plan.h"
@@ -80,7 +82,10 @@ std::map<std::string, std::vector<float>> test_params(const LayerConfig& c, uint
 struct GpuResult {
   std::vector<float> output, grad_input;
   std::map<std::string, std::vector<float>> grads;
+  std::map<std::string, std::vector<float>> tensors;  // run_gpu's `read` list
 };
+// The FFN tensors gemm_sm90 writes: h and GELU(h) (saved), dh (workspace grad_inter).
+const std::vector<std::string> kFfnTensors = {"ffn_pre_gelu", "ffn_gelu_out", "grad_inter"};
 
 struct Inputs {
   std::vector<float> x, mask, dy;
@@ -103,27 +108,41 @@ Inputs make_inputs(const LayerConfig& c, int B, int S, bool mask, uint64_t seed)
   return in;
 }
 
+// `read`: plan tensors ([B·S, I] each) to return, every byte set to 0xFF (NaN in fp16 and bf16)
+// before the pass that writes them (saved tensors before forward, workspace before backward), so
+// an element the layer does not write shows up as NaN.
 GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string, std::vector<float>>& params,
-                  const Inputs& in, int B, int S, uint32_t step, AttentionPath path, bool backward = true) {
+                  const Inputs& in, int B, int S, uint32_t step, AttentionPath path, bool backward = true,
+                  const std::vector<std::string>& read = {}) {
   LayerOptions opt;
   opt.attention = path;
   TransformerLayer layer(ctx, c, opt);
-  std::printf("attention path: %s\n", layer.plan().fused_attention ? "fused (attn_flash_*)" : "unfused");
+  std::printf("attention path: %s; FFN GELU GEMMs: %s\n", layer.plan().fused_attention ? "fused (attn_flash_*)" : "unfused",
+              layer.plan().ffn_gemm_sm90 ? "gemm_sm90" : "cuBLASLt");
   layer.set_params(params);
   const DType t = c.dtype();
   const size_t n = in.x.size(), eb = dtype_bytes(t);
+  const size_t ffn = static_cast<size_t>(B) * S * c.intermediate_size;
+  auto poison = [&](bool saved) {
+    for (const auto& name : read)
+      if ((layer.plan().find_saved(name) != nullptr) == saved)
+        DSKC_CU(cuMemsetD8Async(layer.tensor(name), 0xFF, ffn * eb, ctx.stream()));
+  };
   DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), m(ctx, in.mask.size() * eb), dy(ctx, n * eb), dx(ctx, n * eb);
   upload(ctx, x.ptr(), in.x, t);
   upload(ctx, m.ptr(), in.mask, t);
   upload(ctx, dy.ptr(), in.dy, t);
+  if (c.training) poison(true);
   layer.forward(x.ptr(), m.ptr(), y.ptr(), B, S, step);
   GpuResult r;
   if (backward && c.training) {
+    poison(false);
     layer.backward(dy.ptr(), dx.ptr());
     r.grad_input = download(ctx, dx.ptr(), n, t);
     r.grads = layer.get_grads();
   }
   r.output = download(ctx, y.ptr(), n, t);
+  for (const auto& name : read) r.tensors[name] = download(ctx, layer.tensor(name), ffn, t);
   return r;
 }
 
@@ -180,6 +199,7 @@ TEST_CASE("fp16 Pre-LN BERT-Large width, dropout, seq 127") {
 
 TEST_CASE("fp16 Pre-LN BERT-Large width, tanh GELU in cuBLASLt's epilogues, seq 127") {
   dskc_test::require_gpu();
+  const dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "cublas");  // on sm_90 gemm_sm90 would take their place
   auto c = make_cfg(2, 128, 1024, 16, 4096, DType::F16, true, 0.1, 0.1);
   c.gelu_approximation = GeluForm::Tanh;
   REQUIRE(make_plan(c).gelu_in_gemm);  // GELU_AUX_BIAS forward, DGELU backward
@@ -459,4 +479,87 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
               worst_td);
   CHECK(worst_tg <= 1.0);
   CHECK(worst_td <= 1.0);
+}
+
+// gemm_sm90 (the FFN's GELU GEMMs as dskc's own TMA + wgmma kernels on sm_90: both with
+// DSKC_FFN_GEMM=sm90, the forward one with sm90_fwd) against the cuBLASLt path (the default) on the
+// same inputs: h, GELU(h) and dh (poisoned first: every element
+// written), then the layer's output and every gradient, within fp16/bf16 rounding of each other (the
+// products differ only in fp32 summation order; the GELU and its derivative are the same device
+// functions of the same rounded values). Row counts that are not multiples of the 128-row tile,
+// fewer rows than one tile, BERT-Large and BERT-Base widths, both GELU forms, gelu_checkpoint,
+// Post-LN, inference, and (the first case) clusters of two CTAs sharing B tiles by multicast.
+TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuBLASLt path (h, GELU(h), dh, outputs, "
+          "gradients)") {
+  dskc_test::require_gpu();
+  if (detect_gpu_arch().value_or("") != "sm_90") {
+    std::printf("SKIPPED: gemm_sm90 runs on sm_90 GPUs only (this one is %s)\n", detect_gpu_arch().value_or("?").c_str());
+    return;
+  }
+  struct Case {
+    const char* name;
+    int H, heads, I, B, S;
+    DType t;
+    bool pre, tanh, gelu_ckpt, training;
+  };
+  const Case cases[] = {
+      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, false, false, true},
+      {"fp16 BERT-Large Pre-LN, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, false, false, true},
+      {"bf16 BERT-Base Post-LN tanh, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, false, true, false, true},
+      {"fp16 BERT-Large gelu_checkpoint, 1 x 7 rows", 1024, 16, 4096, 1, 7, DType::F16, true, false, true, true},
+      {"bf16 hidden 256 Pre-LN gelu_checkpoint, 2 x 128 rows", 256, 4, 1024, 2, 128, DType::BF16, true, false, true, true},
+      {"fp16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::F16, true, false, false, false},
+  };
+  for (const Case& k : cases) {
+    INFO(k.name);
+    std::printf("case %s\n", k.name);
+    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
+    c.gelu_approximation = k.tanh ? GeluForm::Tanh : GeluForm::Erf;
+    c.gelu_checkpoint = k.gelu_ckpt;
+    c.training = k.training;
+    // One Context per path, both alive: the second run cannot find the first one's values in a
+    // shared scratch buffer (inference's GELU(h) is workspace, written within forward, unpoisoned).
+    Context ctx_cublas, ctx_sm90;
+    const auto params = test_params(c, 41);
+    const Inputs in = make_inputs(c, k.B, k.S, true, 43);
+    // Inference keeps only GELU(h), in the workspace.
+    const std::vector<std::string> read =
+        k.training ? kFfnTensors : std::vector<std::string>{"ffn_gelu_out"};
+    GpuResult want;
+    {
+      const dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "cublas");
+      want = run_gpu(ctx_cublas, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
+    }
+    struct Mode {
+      const char* ffn;
+      const char* cluster;
+    };
+    std::vector<Mode> modes = {{"sm90", "1"}, {"sm90_fwd", "1"}};
+    if (&k == &cases[0]) modes.push_back({"sm90", "2"});
+    for (const Mode& md : modes) {
+      const char* mode = md.ffn;
+      INFO("DSKC_FFN_GEMM=" << mode << " DSKC_GEMM_CLUSTER=" << md.cluster);
+      std::printf(" DSKC_FFN_GEMM=%s DSKC_GEMM_CLUSTER=%s\n", mode, md.cluster);
+      const dskc_test::ScopedEnv env("DSKC_FFN_GEMM", mode), env_cl("DSKC_GEMM_CLUSTER", md.cluster);
+      PlanOptions po;
+      po.arch = "sm_90";
+      const LayerPlan plan = make_plan(c, po);
+      REQUIRE(plan.ffn_gemm_sm90);
+      REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && std::string(mode) == "sm90"));
+      REQUIRE(plan.gemm_sm90_cluster == std::atoi(md.cluster));
+      const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
+      const double direct = k.t == DType::F16 ? 1e-3 : 8e-3, layer = k.t == DType::F16 ? 4e-3 : 2e-2;
+      auto agree = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w, double limit) {
+        const auto e = compare(g, std::vector<double>(w.begin(), w.end()));
+        std::printf("  %-22s rel %.3g  max abs %.3g at %zu (%g vs %g)\n", what.c_str(), e.rel, e.max_abs, e.index,
+                    e.at_value, e.at_ref);
+        CHECK_MESSAGE(e.rel <= limit, what << ": gemm_sm90 vs cuBLASLt " << e.rel << " above " << limit);
+      };
+      for (const auto& name : read) agree(name, got.tensors.at(name), want.tensors.at(name), direct);
+      agree("output", got.output, want.output, layer);
+      if (!k.training) continue;
+      agree("grad_input", got.grad_input, want.grad_input, layer);
+      for (const auto& [name, v] : want.grads) agree("grad_" + name, got.grads.at(name), v, layer);
+    }
+  }
 }

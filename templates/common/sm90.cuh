@@ -1,0 +1,215 @@
+// Hopper (sm_90a) building blocks of the warp-specialized GEMM (templates/gemm_sm90.cuh):
+// mbarriers, bulk tensor copies (TMA) and warpgroup MMA (wgmma). Every helper is PTX from the ISA's sm_90 chapter; the bodies compile only for
+// sm_90a (__CUDA_ARCH_FEAT_SM90_ALL), elsewhere they are empty so that the templates still compile
+// for every arch the CPU suite builds (the plan lists these kernels only for sm_90 targets).
+//
+// mbarrier phases: a barrier starts in phase 0; `wait(bar, parity)` returns once the phase with that
+// parity has completed. A fresh barrier therefore passes wait(bar, 1) at once (the phase "before"
+// phase 0 counts as complete), which is how producers start on empty buffers: they wait with the
+// parity opposite to the consumers'.
+//
+// wgmma shared-memory operands: K-major tiles of 64 16-bit elements per row (128 bytes) written by
+// TMA with CU_TENSOR_MAP_SWIZZLE_128B, so 16-byte chunk j of row r sits at chunk j ^ (r % 8); the
+// descriptor names that layout (swizzle mode 1 = 128B), SBO = 1024 bytes between 8-row groups, LBO
+// unused for swizzled K-major operands (1). The tile base must be 1024-byte aligned; the k16 steps
+// inside the 64-element row advance the start address by 32 bytes.
+#pragma once
+#include "common/types.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSKC_SM90A 1
+#else
+#define DSKC_SM90A 0
+#endif
+
+namespace dskc {
+namespace sm90 {
+
+template <typename A, typename B>
+struct SameType {
+  static constexpr bool value = false;
+};
+template <typename A>
+struct SameType<A, A> {
+  static constexpr bool value = true;
+};
+
+// A CUtensorMap as the kernel sees it (cuda.h's CUtensorMap: 128 bytes, 128-byte aligned; the
+// runtime encodes it with cuTensorMapEncodeTiled and passes it inside a __grid_constant__ params
+// struct, so its address is in the kernel parameter space, as cp.async.bulk.tensor requires).
+struct alignas(128) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if DSKC_SM90A
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+// Makes the barrier initializations visible to the other threads and to the async (TMA) proxy.
+__device__ __forceinline__ void mbar_init_fence() {
+#if DSKC_SM90A
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// One arrival (release semantics: this thread's earlier shared-memory writes are visible to a
+// thread whose wait sees the phase complete).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if DSKC_SM90A
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// One arrival that also expects `bytes` of TMA transactions before the phase can complete.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if DSKC_SM90A
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if DSKC_SM90A
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// 2-D bulk tensor copy global -> shared: the box at (inner coordinate c0, outer coordinate c1) of
+// the tensor map lands at `dst` and completes `bytes` on `bar`. Rows past the tensor's end are
+// zero-filled.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDescriptor* map, uint32_t bar, int c0, int c1) {
+#if DSKC_SM90A
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+#endif
+}
+// The same copy multicast to every CTA of the cluster in `cta_mask`: the box lands at `dst` and
+// completes its bytes on the barrier at `bar` in each of them (the same offsets in every CTA).
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const TmaDescriptor* map, uint32_t bar, int c0,
+                                                      int c1, unsigned short cta_mask) {
+#if DSKC_SM90A
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%3, %4}], [%2], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
+// Thread-block clusters: this CTA's rank, an arrival on the barrier at the same shared-memory offset
+// in CTA `cta` of the cluster, and a barrier over every thread of the cluster.
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r = 0;
+#if DSKC_SM90A
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
+#if DSKC_SM90A
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if DSKC_SM90A
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* map) {
+#if DSKC_SM90A
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+#endif
+}
+// Starts moving `bytes` (a multiple of 16, 16-byte aligned) of global memory into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if DSKC_SM90A
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// Shared-memory matrix descriptor of a K-major, 128B-swizzled operand tile starting at `addr`.
+__device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if DSKC_SM90A
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if DSKC_SM90A
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if DSKC_SM90A
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// The 128 accumulator operands of an m64n256 wgmma, and the operand list that follows them.
+#define DSKC_WGMMA_D128                                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "  \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "    \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "    \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "    \
+  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "   \
+  "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
+  "%124, %125, %126, %127}"
+#define DSKC_F8(d, i)                                                                                       \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
+#define DSKC_F128(d)                                                                                            \
+  DSKC_F8(d, 0), DSKC_F8(d, 8), DSKC_F8(d, 16), DSKC_F8(d, 24), DSKC_F8(d, 32), DSKC_F8(d, 40), DSKC_F8(d, 48), \
+      DSKC_F8(d, 56), DSKC_F8(d, 64), DSKC_F8(d, 72), DSKC_F8(d, 80), DSKC_F8(d, 88), DSKC_F8(d, 96),           \
+      DSKC_F8(d, 104), DSKC_F8(d, 112), DSKC_F8(d, 120)
+
+// D[64x256] (+)= A[64x16] · B[256x16]ᵀ, both K-major in shared memory (descriptors), fp32 accumulate.
+// `accumulate` 0 overwrites D (first k step of a tile). Accumulator layout (PTX ISA, wgmma D
+// fragments): thread t of the warpgroup, w = t / 32, l = t % 32, holds for each 8-column group i
+// d[4i], d[4i+1] = (row 16w + l/4, cols 8i + 2(l%4), +1) and d[4i+2], d[4i+3] = the same columns
+// of row 16w + l/4 + 8 — the mma.sync C layout repeated over the 32 groups.
+template <typename E>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                 uint32_t accumulate) {
+#if DSKC_SM90A
+  if constexpr (SameType<E, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " DSKC_WGMMA_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : DSKC_F128(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " DSKC_WGMMA_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : DSKC_F128(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+#endif
+}
+
+}  // namespace sm90
+}  // namespace dskc
