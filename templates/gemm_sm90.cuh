@@ -25,7 +25,9 @@
 //     the staging tile (stg_empty[c]), so the tensor cores do not wait for the epilogue.
 //   warps 1-3: the epilogue, 16-byte coalesced rows of the staging tile: GELU / GELU' and the global
 //     stores, overlapping the next tile's MMAs. The backward first prefetches the tile's h rows into
-//     L2 (bulk prefetch), so its loads hit L2 by the time the tile's products arrive.
+//     L2 (bulk prefetch), so its loads hit L2 by the time the tile's products arrive. In the backward
+//     the MMA warpgroup finishes the first kMmaRows rows of each half itself, two per k block of the
+//     next tile while its wgmmas run (three warps alone cannot keep up with GELU' of every element).
 // Registers: __launch_bounds__(384, 1) gives every thread 168, enough for the 128 accumulators
 // (ptxas allocates one count for the whole kernel, so setmaxnreg could not give the MMA warpgroups
 // more at compile time; a fourth, epilogue-only warpgroup would cap them all at 128, too few for
@@ -55,6 +57,10 @@ struct GemmSm90Tile {
   static constexpr int kThreads = 384;
   static constexpr int kEpilogueThreads = 96;  // warps 1-3
   static constexpr int kEpilogueRows = 2;      // rows per epilogue iteration (bench/NOTES.md v17)
+  // Rows of each staging half the MMA warpgroup finishes itself during the next tile's mainloop
+  // (backward only), two per k block (128 threads x 4 elements), so that the epilogue math has more
+  // than three warps' issue slots; the epilogue warps take the rest of the half.
+  static constexpr int kMmaRowsPerK = 2, kMmaRowsMax = 32;
   static constexpr int kABytes = kBlockM * kBlockK * 2;  // one stage of A (128 rows x 128 bytes)
   static constexpr int kBBytes = kBlockN * kBlockK * 2;
   // Staging rows padded by 16 bytes: the MMA warps' 4-byte fragment stores (8 rows x 4 columns
@@ -98,6 +104,14 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   // Each CTA of a cluster loads 1/kCluster of the B tile and multicasts it to both (they work on
   // the same N tile, on adjacent M tiles): a third less L2-to-SM traffic with two.
   constexpr int kBRows = G::kBlockN / kCluster;
+  // Staging rows [0, kMmaRows) of each half: the MMA warpgroup, two per k block of the next tile, in
+  // the backward (GELU' and the h loads: 0.21-0.22 -> 0.18-0.19 ms at BERT-Large); the forward's
+  // GELU measured no faster that way (its MMA warps then issue the next wgmmas late), so its
+  // epilogue warps take every row (bench/NOTES.md v17).
+  constexpr int kMmaRowsBwd =
+      G::kMmaRowsPerK * kKBlocks < G::kMmaRowsMax ? G::kMmaRowsPerK * kKBlocks : G::kMmaRowsMax;
+  constexpr int kMmaRows = kBias ? 0 : kMmaRowsBwd;
+  static_assert(G::kMmaRowsPerK * G::kBlockN == 128 * 4, "finish_rows: 128 threads x 4 elements cover its rows");
   extern __shared__ unsigned char gemm_smem[];
   const uint32_t raw = sm90::smem_u32(gemm_smem);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -182,6 +196,41 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
           sm90::mbar_arrive(empty(s));
       }
     };
+    // Named barrier 1 + c: the 128 threads of this warpgroup.
+    auto warpgroup_sync = [](int wgc) {
+      if (wgc == 0)
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+      else
+        asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    };
+    // The tile whose staging rows [0, kMmaRows) of this half the k blocks of the current tile finish
+    // (pend_m0 < 0: none yet).
+    int pend_m0 = -1, pend_n0 = 0;
+    auto finish_rows = [&](int r0) {  // rows r0, r0 + 1 of the pending tile: 4 elements per thread
+      const int r = r0 + (t >> 6), col = (t & 63) * 4, grow = pend_m0 + c * 64 + r;
+      const Vec<T, 4> v = *reinterpret_cast<const Vec<T, 4>*>(staging + (c * 64 + r) * G::kStageRowBytes + col * 2);
+      if (grow >= p.m) return;
+      const size_t off = static_cast<size_t>(grow) * kN + pend_n0 + col;
+      if constexpr (kBias) {
+        Vec<T, 4> g;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(v.v[i])));
+        if constexpr (kEpi == GemmEpi::kBiasGelu) *reinterpret_cast<Vec<T, 4>*>(p.out + off) = v;
+        *reinterpret_cast<Vec<T, 4>*>(p.gelu + off) = g;
+      } else {
+        const Vec<T, 4> h = *reinterpret_cast<const Vec<T, 4>*>(p.pre + off);
+        Vec<T, 4> d;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) d.v[i] = from_f<T>(to_f(v.v[i]) * gelu_grad<kGeluTanh>(to_f(h.v[i])));
+        *reinterpret_cast<Vec<T, 4>*>(p.out + off) = d;
+        if constexpr (kEpi == GemmEpi::kDGeluStoreGelu) {
+          Vec<T, 4> g;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[i])));
+          *reinterpret_cast<Vec<T, 4>*>(p.gelu + off) = g;
+        }
+      }
+    };
     for (int tile = cluster; tile < tiles; tile += clusters) {
       const int n0 = tile_n0(tile);
       int prev = 0;
@@ -194,6 +243,8 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
           sm90::wgmma_m64n256k16<T>(acc, sm90::wgmma_desc_k128(a + 32 * k), sm90::wgmma_desc_k128(b + 32 * k),
                                     (kb | k) != 0);
         sm90::wgmma_commit();
+        // While the tensor cores run this k block: two of the previous tile's rows.
+        if (pend_m0 >= 0 && kb * G::kMmaRowsPerK < kMmaRows) finish_rows(kb * G::kMmaRowsPerK);
         if (kb > 0) {
           sm90::wgmma_wait<1>();  // the previous k block's MMAs are done: release its stage
           release(prev);
@@ -206,7 +257,9 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       }
       sm90::wgmma_wait<0>();
       release(prev);
-      // Rows 64c + 16w + l/4 (+8) of the staging tile, rounded to T (with the bias in fp32 first).
+      // Rows 64c + 16w + l/4 (+8) of the staging tile, rounded to T (with the bias in fp32 first),
+      // once this warpgroup (named barrier 1 + c) and the epilogue warps are done with the last tile.
+      warpgroup_sync(c);
       sm90::mbar_wait(stg_empty(c), sphase ^ 1u);
       const int row = c * 64 + w * 16 + (l >> 2);
       unsigned char* r0 = staging + row * G::kStageRowBytes + (l & 3) * 4;
@@ -223,14 +276,19 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         *reinterpret_cast<uint32_t*>(r0 + 16 * i) = gemm_detail::pack2<T>(acc[4 * i] + b0, acc[4 * i + 1] + b1);
         *reinterpret_cast<uint32_t*>(r1 + 16 * i) = gemm_detail::pack2<T>(acc[4 * i + 2] + b0, acc[4 * i + 3] + b1);
       }
+      warpgroup_sync(c);  // the rows this warpgroup finishes itself are all written
       sm90::mbar_arrive(stg_full(c));
       sphase ^= 1u;
+      pend_m0 = tile_m0(tile);
+      pend_n0 = n0;
     }
+    if (pend_m0 >= 0)  // the last tile's rows: no next mainloop to hide them behind
+      for (int r0 = 0; r0 < kMmaRows; r0 += G::kMmaRowsPerK) finish_rows(r0);
   } else {
     // ---- epilogue: warp e (1-3 of warpgroup 0) takes rows e - 1, e + 2, ... of each half ----
     const int e = threadIdx.x - 32, ew = e / 32, l = e % 32;
     constexpr int kWarps = G::kEpilogueThreads / 32;
-    constexpr int kRowsPerWarp = (64 + kWarps - 1) / kWarps;
+    constexpr int kRowsPerWarp = (64 - kMmaRows + kWarps - 1) / kWarps;
     // kEpilogueRows rows per iteration, the next iteration's loads issued before this one's
     // arithmetic; rows past the half or past m compute on a valid staging row and store nothing.
     constexpr int kR = G::kEpilogueRows, kIters = (kRowsPerWarp + kR - 1) / kR;
@@ -243,7 +301,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       for (int c = 0; c < 2; ++c) {
         sm90::mbar_wait(stg_full(c), sphase);
         const int row0 = m0 + c * 64;  // global row of the half's first staging row
-        auto row_of = [&](int it, int j) { return ew + kWarps * (it * kR + j); };
+        auto row_of = [&](int it, int j) { return kMmaRows + ew + kWarps * (it * kR + j); };
         auto ok_of = [&](int r) { return r < 64 && row0 + r < p.m; };
         auto off_of = [&](int r) { return static_cast<size_t>(row0 + r) * kN + n0 + 8 * l; };
         auto load = [&](int it, Vec<T, 8>(&v)[kR], Vec<T, 8>(&h)[kR]) {
