@@ -28,7 +28,8 @@ enum class GridKind {
   ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / kReduceTileCols), arrays), block 256
   FlashTiles,   // fused attention: grid = (ceil(S / rows_per_block), B·heads)
   Persistent,   // gemm_sm90: one block per SM (at most one per output tile), each walking tiles of
-                // rows_per_block x tile_cols outputs: grid = min(SMs, ceil(B·S / rows_per_block) · cols / tile_cols)
+                // rows_per_block x tile_cols outputs: grid = min(SMs, ceil(B·S / rows_per_block) · cols / tile_cols),
+                // in clusters of `cluster` blocks that take `cluster` M tiles of one N tile together
   Fixed,        // a grid fixed by the config (weight_transpose): grid = (grid_x, grid_y)
 };
 
@@ -255,7 +256,7 @@ BiasGrad bias_grad_from_env();
 // Reads DSKC_FFN_GEMM (unset, "" -> kFfnGemmDefault; "cublas", "sm90_fwd", "sm90"); any other value is
 // an Error(Config) naming the variable.
 FfnGemm ffn_gemm_from_env();
-// Reads DSKC_GEMM_CLUSTER (unset, "", "2" -> 2; "1" -> 1); any other value is an Error(Config) naming
+// Reads DSKC_GEMM_CLUSTER (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config) naming
 // the variable.
 int gemm_cluster_from_env();
 // Whether a layer's FFN GEMMs can run as gemm_sm90 on `arch` (ignoring DSKC_FFN_GEMM and the bias
@@ -290,7 +291,10 @@ inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
 // Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
 constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 256, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
-constexpr int kGemmSm90SmemBytes = 1024 + 3 * (128 * 64 * 2 + 256 * 64 * 2) + 128 * (256 * 2 + 16) + 8 * 10;
+constexpr int kGemmSm90Stages = 3, kGemmSm90Barriers = 2 * kGemmSm90Stages + 4;
+constexpr int kGemmSm90SmemBytes = 1024 + kGemmSm90Stages * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
+                                   kGemmSm90BlockM * (kGemmSm90BlockN * 2 + 16) + 8 * kGemmSm90Barriers;
+static_assert(kGemmSm90SmemBytes == 216144);
 constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;

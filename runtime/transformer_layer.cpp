@@ -350,6 +350,17 @@ void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdevicep
   if (prof_) prof_->end(ctx_.stream());
 }
 
+kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows) const {
+  // A [rows, H] in 128-row boxes, B [I, H] in boxes of a tile's share of the 256 columns.
+  const LayerConfig& c = plan_.cfg;
+  kp::GemmSm90 g{};
+  g.a = tma_kmajor_128b(a, c.dtype(), rows, c.hidden_size, c.hidden_size, kGemmSm90BlockM);
+  g.b = tma_kmajor_128b(b, c.dtype(), c.intermediate_size, c.hidden_size, c.hidden_size,
+                        kGemmSm90BlockN / plan_.gemm_sm90_cluster);
+  g.m = rows;
+  return g;
+}
+
 void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                                  CUdeviceptr bias_grad) {
   // bias_grad_gemv: bias_grad[M] = ones[1, K]·A[K, M] (A = dY, read as stored) by its own GEMM just
@@ -471,13 +482,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   const GemmShape inter_fwd{false, true, rows, I, H, H, H, I};
   if (plan_.ffn_gemm_sm90) {
     // gemm_sm90: h (training) and GELU(h) from the GEMM's epilogue
-    kp::GemmSm90 g{};
-    g.a = tma_kmajor_128b(t("ln_attn_out"), c.dtype(), rows, H, H, kGemmSm90BlockM);
-    g.b = tma_kmajor_128b(param("inter_w"), c.dtype(), I, H, H, kGemmSm90BlockN / plan_.gemm_sm90_cluster);
+    kp::GemmSm90 g = gemm_sm90_operands(t("ln_attn_out"), param("inter_w"), rows);
     g.bias = P(param("inter_b"));
     g.out = train ? P(t("ffn_pre_gelu")) : nullptr;
     g.gelu = P(t("ffn_gelu_out"));
-    g.m = rows;
     run_kernel("gemm_inter_fwd", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // ffn_gelu_out = GELU(ffn_pre_gelu), both from the GEMM's GELU_AUX_BIAS epilogue
@@ -611,13 +619,10 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     main_waits_for(t("output_w_t"));
     main_waits_for(gi);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
-    kp::GemmSm90 g{};
-    g.a = tma_kmajor_128b(d_o, c.dtype(), rows, H, H, kGemmSm90BlockM);
-    g.b = tma_kmajor_128b(t("output_w_t"), c.dtype(), I, H, H, kGemmSm90BlockN / plan_.gemm_sm90_cluster);
+    kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows);
     g.pre = P(t("ffn_pre_gelu"));
     g.out = P(gi);
     g.gelu = c.gelu_checkpoint ? P(t("ffn_gelu_out")) : nullptr;
-    g.m = rows;
     run_kernel("gemm_output_dgrad", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue

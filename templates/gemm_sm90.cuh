@@ -91,6 +91,37 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   v.v[1] = from_f<E>(b);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+template <int kEpi>
+struct EpiHasBias {  // the forward epilogues (bias + GELU)
+  static constexpr bool value = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre;
+};
+// The epilogue of kV consecutive outputs at element offset `off` of the [m, kN] tensors: `v` is the
+// staged product (+ bias) rounded to T, `h` the saved pre-activation (backward only). Stores only
+// when `store` (rows past m compute on valid staging data and store nothing).
+template <int kEpi, int kV>
+__device__ __forceinline__ void epilogue_vec(const GemmSm90Params& p, size_t off, const Vec<T, kV>& v,
+                                             const Vec<T, kV>& h, bool store) {
+  if constexpr (EpiHasBias<kEpi>::value) {
+    Vec<T, kV> g;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(v.v[i])));
+    if (store) {
+      if constexpr (kEpi == GemmEpi::kBiasGelu) *reinterpret_cast<Vec<T, kV>*>(p.out + off) = v;
+      *reinterpret_cast<Vec<T, kV>*>(p.gelu + off) = g;
+    }
+  } else {
+    Vec<T, kV> d;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) d.v[i] = from_f<T>(to_f(v.v[i]) * gelu_grad<kGeluTanh>(to_f(h.v[i])));
+    if (store) *reinterpret_cast<Vec<T, kV>*>(p.out + off) = d;
+    if constexpr (kEpi == GemmEpi::kDGeluStoreGelu) {
+      Vec<T, kV> g;
+#pragma unroll
+      for (int i = 0; i < kV; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[i])));
+      if (store) *reinterpret_cast<Vec<T, kV>*>(p.gelu + off) = g;
+    }
+  }
+}
 }  // namespace gemm_detail
 
 template <int kN, int kK, int kEpi, int kCluster>
@@ -99,7 +130,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   using G = GemmSm90Tile;
   static_assert(kN % G::kBlockN == 0 && kK % G::kBlockK == 0, "gemm_sm90 needs N % 256 == 0 and K % 64 == 0");
   static_assert(kCluster == 1 || kCluster == 2, "gemm_sm90 runs clusters of 1 or 2 CTAs");
-  constexpr bool kBias = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre;
+  constexpr bool kBias = gemm_detail::EpiHasBias<kEpi>::value;
   constexpr int kTilesN = kN / G::kBlockN, kKBlocks = kK / G::kBlockK, kStages = G::kStages;
   // Each CTA of a cluster loads 1/kCluster of the B tile and multicasts it to both (they work on
   // the same N tile, on adjacent M tiles): a third less L2-to-SM traffic with two.
@@ -211,25 +242,9 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       const Vec<T, 4> v = *reinterpret_cast<const Vec<T, 4>*>(staging + (c * 64 + r) * G::kStageRowBytes + col * 2);
       if (grow >= p.m) return;
       const size_t off = static_cast<size_t>(grow) * kN + pend_n0 + col;
-      if constexpr (kBias) {
-        Vec<T, 4> g;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(v.v[i])));
-        if constexpr (kEpi == GemmEpi::kBiasGelu) *reinterpret_cast<Vec<T, 4>*>(p.out + off) = v;
-        *reinterpret_cast<Vec<T, 4>*>(p.gelu + off) = g;
-      } else {
-        const Vec<T, 4> h = *reinterpret_cast<const Vec<T, 4>*>(p.pre + off);
-        Vec<T, 4> d;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) d.v[i] = from_f<T>(to_f(v.v[i]) * gelu_grad<kGeluTanh>(to_f(h.v[i])));
-        *reinterpret_cast<Vec<T, 4>*>(p.out + off) = d;
-        if constexpr (kEpi == GemmEpi::kDGeluStoreGelu) {
-          Vec<T, 4> g;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[i])));
-          *reinterpret_cast<Vec<T, 4>*>(p.gelu + off) = g;
-        }
-      }
+      Vec<T, 4> h = v;
+      if constexpr (!kBias) h = *reinterpret_cast<const Vec<T, 4>*>(p.pre + off);
+      gemm_detail::epilogue_vec<kEpi, 4>(p, off, v, h, true);
     };
     for (int tile = cluster; tile < tiles; tile += clusters) {
       const int n0 = tile_n0(tile);
@@ -326,28 +341,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
 #pragma unroll
           for (int j = 0; j < kR; ++j) {
             const int r = row_of(it, j);
-            const bool ok = ok_of(r);
-            const size_t off = off_of(r);
-            if constexpr (kBias) {
-              Vec<T, 8> g;
-#pragma unroll
-              for (int i = 0; i < 8; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(v[j].v[i])));
-              if (ok) {
-                if constexpr (kEpi == GemmEpi::kBiasGelu) *reinterpret_cast<Vec<T, 8>*>(p.out + off) = v[j];
-                *reinterpret_cast<Vec<T, 8>*>(p.gelu + off) = g;
-              }
-            } else {
-              Vec<T, 8> d;
-#pragma unroll
-              for (int i = 0; i < 8; ++i) d.v[i] = from_f<T>(to_f(v[j].v[i]) * gelu_grad<kGeluTanh>(to_f(h[j].v[i])));
-              if (ok) *reinterpret_cast<Vec<T, 8>*>(p.out + off) = d;
-              if constexpr (kEpi == GemmEpi::kDGeluStoreGelu) {
-                Vec<T, 8> g;
-#pragma unroll
-                for (int i = 0; i < 8; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(h[j].v[i])));
-                if (ok) *reinterpret_cast<Vec<T, 8>*>(p.gelu + off) = g;
-              }
-            }
+            gemm_detail::epilogue_vec<kEpi, 8>(p, off_of(r), v[j], h[j], ok_of(r));
           }
 #pragma unroll
           for (int j = 0; j < kR; ++j) {
