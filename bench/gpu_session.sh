@@ -4,7 +4,7 @@
 #   tests: GPU tests + compute-sanitizer only;   bench: layer benchmarks only
 #   dp: data-parallel scaling (bench/dp_scaling.sh, needs 2 GPUs);   memory: bench/memory_table.sh
 #   final: all + dp (one call on nvidia-h200-x2)
-#   gemm: the gemm_sm90 FFN GEMMs (bench/NOTES.md v17): their GPU test against the cuBLASLt path, a
+#   gemm: the gemm_sm90 FFN GEMMs (bench/NOTES.md v17, v18): their GPU test against the cuBLASLt path, a
 #     memcheck of partial tiles (both under timeouts: a pipeline bug hangs rather than fails), the
 #     layer A/B of DSKC_FFN_GEMM=cublas (default) / sm90_fwd / sm90 in $ROUNDS interleaved rounds,
 #     and each one's per-kernel profile
@@ -28,8 +28,9 @@ if [ "$MODE" = dp ]; then
 fi
 if [ "$MODE" = gemm ]; then
   step "gemm_sm90 vs cuBLASLt (GPU test)"
-  timeout 420 build-gpu/tests/gpu_test_layer_numerics -tc='gemm_sm90*' > "$OUT/gemm_ab.log" 2>&1
-  echo "rc=$?"; grep -E "^case|test cases|assertions|ERROR" "$OUT/gemm_ab.log" | head -30
+  timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc='gemm_sm90*' > "$OUT/gemm_ab.log" 2>&1
+  rc=$?; echo "rc=$rc"; grep -E "^case|test cases|assertions|ERROR" "$OUT/gemm_ab.log" | head -30
+  [ $rc = 0 ] || exit 1  # a hang or a mismatch: no timings
   step "memcheck: DSKC_FFN_GEMM=sm90, BERT-Large layer at 3 x 77 rows (partial tiles)"
   DSKC_FFN_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench \
     examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_gemm.log" 2>&1
@@ -38,7 +39,7 @@ if [ "$MODE" = gemm ]; then
   for r in $(seq "${ROUNDS:-3}"); do
     for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
       for g in cublas sm90_fwd sm90; do
-        echo "$g,$(DSKC_FFN_GEMM=$g timeout 120 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
+        echo "$g,$(DSKC_FFN_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
       done
     done
   done | tee "$OUT/layer_ab.csv"
@@ -46,7 +47,7 @@ if [ "$MODE" = gemm ]; then
   for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
     for g in cublas sm90_fwd sm90; do
       echo "-- $f DSKC_FFN_GEMM=$g"
-      DSKC_FFN_GEMM=$g timeout 120 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
+      DSKC_FFN_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
         grep -E "gemm_inter_fwd|gemm_output_dgrad|bias_gelu|transpose_output_w|  sum|^\| +[0-9]"
     done
   done

@@ -70,8 +70,6 @@ std::string emit_config_header(const LayerPlan& plan) {
                    plan.ffn_gemm_sm90_bwd ? "the FFN's GELU GEMMs are gemm_sm90 kernels (GELU, GELU' in their epilogue)"
                    : plan.ffn_gemm_sm90   ? "the intermediate GEMM is a gemm_sm90 kernel (GELU in its epilogue)"
                                           : "the FFN's GEMMs run in cuBLASLt");
-  o << fmt::format("constexpr int kGemmCluster = {};  // gemm_sm90: CTAs per cluster{}\n", plan.gemm_sm90_cluster,
-                   plan.gemm_sm90_cluster > 1 ? " (B tiles shared by TMA multicast)" : "");
   o << fmt::format("constexpr bool kGeluInGemm = {};  // {}\n", plan.gelu_in_gemm,
                    plan.gelu_in_gemm ? "tanh GELU in cuBLASLt's GELU_AUX_BIAS / DGELU GEMM epilogues (no bias_gelu kernels)"
                                      : "GELU by bias_gelu_fwd / bias_gelu_bwd");
@@ -138,7 +136,7 @@ static int params_bytes(const std::string& type) {
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 88},
-      {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 384}, {"WeightTransposeParams", 16}};
+      {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 768}, {"WeightTransposeParams", 16}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;
@@ -194,9 +192,8 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
   o << body;
   o << "\n// ================ kernels ================\nusing namespace dskc;\n";
   for (const auto& k : plan.kernels) {
-    o << fmt::format("\n// {} ({} pass): {}\n// launch: block {}, {}{}\n", k.name,
-                     k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid),
-                     k.cluster > 1 ? fmt::format(", clusters of {} CTAs", k.cluster) : std::string());
+    o << fmt::format("\n// {} ({} pass): {}\n// launch: block {}, {}\n", k.name,
+                     k.pass == Pass::Forward ? "forward" : "backward", k.fuses, k.block, grid_text(k.grid));
     o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s block size\");\n",
                      k.shape_check, k.block, k.name);
     if (k.grid == GridKind::AttnRows)
@@ -210,9 +207,6 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
       o << fmt::format("static_assert(GemmSm90Tile::kBlockN == {}, \"dskc plan and template disagree on {}'s tile "
                        "columns\");\n",
                        k.tile_cols, k.name);
-    if (k.cluster > 1)
-      o << fmt::format("static_assert(kGemmCluster == {}, \"dskc plan and template disagree on {}'s cluster size\");\n",
-                       k.cluster, k.name);
     if (k.dynamic_smem)
       o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s dynamic shared memory\");\n",
                        k.smem_check, k.dynamic_smem, k.name);

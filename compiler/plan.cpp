@@ -155,12 +155,6 @@ FfnGemm ffn_gemm_from_env() {
                     "or \"sm90\" (the output layer's data gradient too, with GELU' in its epilogue)");
 }
 
-int gemm_cluster_from_env() {
-  return env_choice("DSKC_GEMM_CLUSTER", 1, {{"1", 1}, {"2", 2}},
-                    "\"1\" (the default: every gemm_sm90 CTA loads its own B tiles) or \"2\" (clusters of two CTAs "
-                    "share each B tile by TMA multicast; measured slower on the H200, bench/NOTES.md v17)");
-}
-
 bool ffn_gemm_sm90_supported(const LayerConfig& c, const std::string& arch) {
   return arch == "sm_90" && c.dtype() != DType::F32 && c.intermediate_size % kGemmSm90BlockN == 0 &&
          c.hidden_size % kGemmSm90BlockK == 0 && c.hidden_size % kWeightTransposeTile == 0;
@@ -257,16 +251,15 @@ struct Builder {
           kAttnDropoutBitsThreads, "AttnDropoutBitsTile::kRows", kAttnDropoutBitsRows, fuses);
     plan.kernels.back().op = "attn_dropout_bits";
   }
-  // gemm_sm90 (templates/gemm_sm90.cuh): a persistent 384-thread block per SM over 128 x 256 output
+  // gemm_sm90 (templates/gemm_sm90.cuh): a persistent 384-thread block per SM over 128 x 128 output
   // tiles of the [B·S, cols] product, with the TMA descriptors in a __grid_constant__ params struct.
   void gemm_sm90(Pass pass, const std::string& name, const std::string& epi, int cols, const std::string& fuses) {
-    const std::string inst = "gemm_sm90_impl<kInter, kHidden, GemmEpi::" + epi + ", kGemmCluster>";
+    const std::string inst = "gemm_sm90_impl<kInter, kHidden, GemmEpi::" + epi + ">";
     KernelInfo k{name, "gemm_sm90", "GemmSm90Params", inst, fuses, "GemmSm90Tile::kThreads", pass,
                  GridKind::Persistent, kGemmSm90Threads, cols, 8, 1};
     k.rows_per_block = kGemmSm90BlockM;
     k.rows_check = "GemmSm90Tile::kBlockM";
     k.tile_cols = kGemmSm90BlockN;
-    k.cluster = plan.gemm_sm90_cluster;
     k.min_blocks = "1";
     k.dynamic_smem = kGemmSm90SmemBytes;
     k.smem_check = "GemmSm90Tile::kSmemBytes";
@@ -335,11 +328,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.ffn_gemm_sm90 = ffn_src != FfnGemm::Cublas && epi && ffn_gemm_sm90_supported(c, opt.arch);
   plan.ffn_gemm_sm90_bwd = plan.ffn_gemm_sm90 && ffn_src == FfnGemm::Sm90 && train;
   if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
-  {
-    const int cl = opt.gemm_cluster == 0 ? gemm_cluster_from_env() : opt.gemm_cluster;
-    DSKC_ASSERT(cl == 1 || cl == 2, "PlanOptions::gemm_cluster is 0, 1 or 2");
-    plan.gemm_sm90_cluster = plan.ffn_gemm_sm90 ? cl : 1;
-  }
   const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;

@@ -28,8 +28,7 @@ enum class GridKind {
   ColumnTiles,  // param_grad_reduce: grid = (ceil(cols / kReduceTileCols), arrays), block 256
   FlashTiles,   // fused attention: grid = (ceil(S / rows_per_block), B·heads)
   Persistent,   // gemm_sm90: one block per SM (at most one per output tile), each walking tiles of
-                // rows_per_block x tile_cols outputs: grid = min(SMs, ceil(B·S / rows_per_block) · cols / tile_cols),
-                // in clusters of `cluster` blocks that take `cluster` M tiles of one N tile together
+                // rows_per_block x tile_cols outputs: grid = min(SMs, ceil(B·S / rows_per_block) · cols / tile_cols)
   Fixed,        // a grid fixed by the config (weight_transpose): grid = (grid_x, grid_y)
 };
 
@@ -51,10 +50,8 @@ struct KernelInfo {
   // Non-empty: __launch_bounds__(block, min_blocks) with this constexpr expression (a template
   // constant, may depend on the arch): caps registers for that many resident blocks per SM.
   std::string min_blocks = "";
-  // Persistent: output columns per tile (the GEMM's N is `cols`) and CTAs per cluster (the grid is a
-  // multiple; the launch sets the cluster dimension). Fixed: the grid.
+  // Persistent: output columns per tile (the GEMM's N is `cols`). Fixed: the grid.
   int tile_cols = 0;
-  int cluster = 1;
   int grid_x = 0, grid_y = 0;
   // Bytes of dynamic shared memory per block (0: static only); smem_check is the template's
   // constexpr expression for it (static_assert'ed). The runtime raises the kernel's limit to it.
@@ -155,13 +152,9 @@ struct LayerPlan {
   // it): gemm_output_dgrad, after transpose_output_w writes output_wᵀ into the workspace tensor
   // output_w_t, writes dh = (dY·W) ⊙ GELU'(h), and under gelu_checkpoint GELU(h) again (no
   // bias_gelu_bwd). Either replaces gelu_in_gemm's cuBLASLt epilogues. DSKC_FFN_GEMM picks
-  // (bench/NOTES.md v17 has the measurements behind the default).
+  // (bench/NOTES.md v17, v18 have the measurements behind the default).
   bool ffn_gemm_sm90 = false;
   bool ffn_gemm_sm90_bwd = false;
-  // CTAs per thread-block cluster of the gemm_sm90 kernels (kGemmCluster): 1 by default; 2 with
-  // DSKC_GEMM_CLUSTER=2, the pair sharing each B tile through TMA multicast (a third less
-  // L2-to-SM traffic, but the mainloop measured 24% slower on the H200: bench/NOTES.md v17).
-  int gemm_sm90_cluster = 1;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -225,8 +218,6 @@ struct PlanOptions {
   int attn_fwd_stages = 0;
   LnBwd ln_bwd = LnBwd::FromEnvironment;
   FfnGemm ffn_gemm = FfnGemm::FromEnvironment;
-  // gemm_sm90's cluster size (1 or 2; 0: DSKC_GEMM_CLUSTER, default 1).
-  int gemm_cluster = 0;
   // The GPU the module is built for ("sm_80" .. "sm_90"; empty: not known). Kernels that exist for one
   // architecture only (gemm_sm90) are planned only for it.
   std::string arch = "";
@@ -256,9 +247,6 @@ BiasGrad bias_grad_from_env();
 // Reads DSKC_FFN_GEMM (unset, "" -> kFfnGemmDefault; "cublas", "sm90_fwd", "sm90"); any other value is
 // an Error(Config) naming the variable.
 FfnGemm ffn_gemm_from_env();
-// Reads DSKC_GEMM_CLUSTER (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config) naming
-// the variable.
-int gemm_cluster_from_env();
 // Whether a layer's FFN GEMMs can run as gemm_sm90 on `arch` (ignoring DSKC_FFN_GEMM and the bias
 // gradient source).
 bool ffn_gemm_sm90_supported(const LayerConfig& cfg, const std::string& arch);
@@ -290,11 +278,14 @@ inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
 // words (it reads the bits).
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
 // Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
-constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 256, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
-constexpr int kGemmSm90Stages = 3, kGemmSm90Barriers = 2 * kGemmSm90Stages + 4;
+constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 128, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
+constexpr int kGemmSm90Stages = 4, kGemmSm90Barriers = 2 * kGemmSm90Stages + 2;
+// The stages, two math warpgroups' 48 KB epilogue buffers (three 64-row regions of two 64 x 64
+// boxes), the mbarriers, and 1024 bytes to align the dynamic base for the 128-byte swizzle.
+constexpr int kGemmSm90EpiBytes = 3 * 2 * 64 * 128;
 constexpr int kGemmSm90SmemBytes = 1024 + kGemmSm90Stages * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
-                                   kGemmSm90BlockM * (kGemmSm90BlockN * 2 + 16) + 8 * kGemmSm90Barriers;
-static_assert(kGemmSm90SmemBytes == 216144);
+                                   2 * kGemmSm90EpiBytes + 8 * kGemmSm90Barriers;
+static_assert(kGemmSm90SmemBytes == 230480);
 constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;

@@ -69,7 +69,6 @@ DriverApi load_driver() {
   load_sym(lib, d.cuMemAllocHost, "cuMemAllocHost_v2");
   load_sym(lib, d.cuMemFreeHost, "cuMemFreeHost");
   load_sym(lib, d.cuFuncSetAttribute, "cuFuncSetAttribute");
-  load_sym(lib, d.cuLaunchKernelEx, "cuLaunchKernelEx");
   load_sym(lib, d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {

@@ -110,14 +110,14 @@ struct AttnDropoutBits {
   DropoutArgs rng;
 };
 
-// gemm_sm90 (templates/gemm_sm90.cuh): TMA descriptors of A [m, K] and B [N, K] (runtime/tma.h)
-// and the epilogue's tensors; passed as a __grid_constant__ parameter.
+// gemm_sm90 (templates/gemm_sm90.cuh): TMA descriptors (runtime/tma.h) of A [m, K], B [N, K] and
+// the epilogue's [m, N] tensors; passed as a __grid_constant__ parameter.
 struct GemmSm90 {
   CUtensorMap a, b;
-  Ptr bias;  // [N] (forward)
-  Ptr pre;   // [m, N] GELU input h (backward)
-  Ptr out;   // [m, N] h (forward) or dh (backward)
-  Ptr gelu;  // [m, N] GELU(h) (forward; backward under gelu_checkpoint)
+  CUtensorMap out;   // h (forward) or dh (backward) stores
+  CUtensorMap gelu;  // GELU(h) stores (forward; backward under gelu_checkpoint)
+  CUtensorMap pre;   // GELU input h loads (backward)
+  Ptr bias;          // [N] (forward)
   int m;
 };
 struct WeightTranspose {
@@ -125,8 +125,8 @@ struct WeightTranspose {
 };
 
 static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) == 128);
-static_assert(sizeof(GemmSm90) == 384);
-static_assert(offsetof(GemmSm90, bias) == 256);
+static_assert(sizeof(GemmSm90) == 768);
+static_assert(offsetof(GemmSm90, bias) == 640);
 static_assert(sizeof(WeightTranspose) == 16);
 static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);

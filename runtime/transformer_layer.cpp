@@ -292,10 +292,8 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
     case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + kReduceTileCols - 1) / kReduceTileCols);
     case GridKind::FlashTiles: return static_cast<unsigned>((seq_ + k.rows_per_block - 1) / k.rows_per_block);
     case GridKind::Persistent: {
-      // Work items are a cluster's k.cluster M tiles of one N tile; one cluster per k.cluster SMs.
-      const int64_t m_tiles = (rows + k.rows_per_block - 1) / k.rows_per_block;
-      const int64_t items = (m_tiles + k.cluster - 1) / k.cluster * (k.cols / k.tile_cols);
-      return static_cast<unsigned>(k.cluster * std::min<int64_t>(items, sm_count_ / k.cluster));
+      const int64_t tiles = (rows + k.rows_per_block - 1) / k.rows_per_block * (k.cols / k.tile_cols);
+      return static_cast<unsigned>(std::min<int64_t>(tiles, sm_count_));
     }
     case GridKind::Fixed: return static_cast<unsigned>(k.grid_x);
   }
@@ -309,27 +307,8 @@ void TransformerLayer::launch(const std::string& kernel, unsigned grid_x, unsign
   CUfunction f = module_->function(kernel);
   void* args[] = {const_cast<void*>(params)};
   if (prof_) prof_->begin(kernel, stream);
-  if (k->cluster > 1) {
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = static_cast<unsigned>(k->cluster);
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    CUlaunchConfig cfg{};
-    cfg.gridDimX = grid_x;
-    cfg.gridDimY = grid_y;
-    cfg.gridDimZ = 1;
-    cfg.blockDimX = static_cast<unsigned>(k->block);
-    cfg.blockDimY = cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = static_cast<unsigned>(k->dynamic_smem);
-    cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    DSKC_CU(cuLaunchKernelEx(&cfg, f, args, nullptr));
-  } else {
-    DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1,
-                           static_cast<unsigned>(k->dynamic_smem), stream, args, nullptr));
-  }
+  DSKC_CU(cuLaunchKernel(f, grid_x, grid_y, 1, static_cast<unsigned>(k->block), 1, 1,
+                         static_cast<unsigned>(k->dynamic_smem), stream, args, nullptr));
   if (prof_) prof_->end(stream);
 }
 
@@ -350,13 +329,18 @@ void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdevicep
   if (prof_) prof_->end(ctx_.stream());
 }
 
-kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows) const {
-  // A [rows, H] in 128-row boxes, B [I, H] in boxes of a tile's share of the 256 columns.
+kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, CUdeviceptr out,
+                                                   CUdeviceptr gelu, CUdeviceptr pre) const {
+  // A [rows, H] and B [I, H] in 128-row boxes of 64 k; the epilogue's [rows, I] tensors (those the
+  // kernel uses: 0 = none) in 64 x 64 boxes.
   const LayerConfig& c = plan_.cfg;
+  const int H = c.hidden_size, I = c.intermediate_size;
   kp::GemmSm90 g{};
-  g.a = tma_kmajor_128b(a, c.dtype(), rows, c.hidden_size, c.hidden_size, kGemmSm90BlockM);
-  g.b = tma_kmajor_128b(b, c.dtype(), c.intermediate_size, c.hidden_size, c.hidden_size,
-                        kGemmSm90BlockN / plan_.gemm_sm90_cluster);
+  g.a = tma_kmajor_128b(a, c.dtype(), rows, H, H, kGemmSm90BlockM);
+  g.b = tma_kmajor_128b(b, c.dtype(), I, H, H, kGemmSm90BlockN);
+  if (out) g.out = tma_kmajor_128b(out, c.dtype(), rows, I, I, 64);
+  if (gelu) g.gelu = tma_kmajor_128b(gelu, c.dtype(), rows, I, I, 64);
+  if (pre) g.pre = tma_kmajor_128b(pre, c.dtype(), rows, I, I, 64);
   g.m = rows;
   return g;
 }
@@ -482,10 +466,9 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   const GemmShape inter_fwd{false, true, rows, I, H, H, H, I};
   if (plan_.ffn_gemm_sm90) {
     // gemm_sm90: h (training) and GELU(h) from the GEMM's epilogue
-    kp::GemmSm90 g = gemm_sm90_operands(t("ln_attn_out"), param("inter_w"), rows);
+    kp::GemmSm90 g = gemm_sm90_operands(t("ln_attn_out"), param("inter_w"), rows, train ? t("ffn_pre_gelu") : 0,
+                                        t("ffn_gelu_out"), 0);
     g.bias = P(param("inter_b"));
-    g.out = train ? P(t("ffn_pre_gelu")) : nullptr;
-    g.gelu = P(t("ffn_gelu_out"));
     run_kernel("gemm_inter_fwd", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // ffn_gelu_out = GELU(ffn_pre_gelu), both from the GEMM's GELU_AUX_BIAS epilogue
@@ -619,10 +602,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     main_waits_for(t("output_w_t"));
     main_waits_for(gi);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
-    kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows);
-    g.pre = P(t("ffn_pre_gelu"));
-    g.out = P(gi);
-    g.gelu = c.gelu_checkpoint ? P(t("ffn_gelu_out")) : nullptr;
+    kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows, gi, c.gelu_checkpoint ? t("ffn_gelu_out") : 0,
+                                        t("ffn_pre_gelu"));
     run_kernel("gemm_output_dgrad", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue

@@ -147,7 +147,8 @@ class TransformerLayer : public GpuLayer {
   size_t side_events_used_ = 0;
   std::vector<std::pair<CUdeviceptr, CUevent>> side_touched_;  // buffer, side event after its last use
   // gemm_sm90's params with the TMA descriptors of A [rows, H] and B [I, H] (K-major) set.
-  kp::GemmSm90 gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows) const;
+  kp::GemmSm90 gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, CUdeviceptr out, CUdeviceptr gelu,
+                                  CUdeviceptr pre) const;
   // A weight-gradient GEMM: on the side stream when side_, else as gemm().
   void gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                  CUdeviceptr bias_grad);

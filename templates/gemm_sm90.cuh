@@ -11,30 +11,26 @@
 // product (+ bias) is rounded to T once, and the GELU (or its derivative) is the same device
 // function of that rounded value (common/gelu.cuh).
 //
-// Structure (a persistent, warp-specialized kernel: one block per SM, or with kCluster 2 one
-// cluster per two SMs, walks the 128 x 256 output tiles, N fastest), 384 threads:
-//   warp 0, one thread: the producer. TMA copies the 128 x 64 A and 256 x 64 B tiles of each k block
-//     into a ring of kStages shared-memory stages (mbarrier full[s] completes with the bytes,
-//     empty[s] when both MMA warpgroups (of both CTAs of a cluster) are done with the stage). In a
-//     cluster of two the CTAs take adjacent M tiles of one N tile and each copies half of the B tile
-//     to both (TMA multicast).
-//   warpgroups 1, 2: the MMA warpgroups, rows 64c..64c+63 of the tile each: four wgmma m64n256k16
-//     per k block into 128 fp32 accumulators per thread, one commit group in flight while the next
-//     is issued. At the tile's end each writes its rows, rounded to T, into a padded shared staging
-//     tile (stg_full[c]) and starts the next tile as soon as the epilogue has released its half of
-//     the staging tile (stg_empty[c]), so the tensor cores do not wait for the epilogue.
-//   warps 1-3: the epilogue, 16-byte coalesced rows of the staging tile: GELU / GELU' and the global
-//     stores, overlapping the next tile's MMAs. The backward first prefetches the tile's h rows into
-//     L2 (bulk prefetch), so its loads hit L2 by the time the tile's products arrive. In the backward
-//     the MMA warpgroup finishes the first kMmaRows rows of each half itself, two per k block of the
-//     next tile while its wgmmas run (three warps alone cannot keep up with GELU' of every element).
-// Registers: __launch_bounds__(384, 1) gives every thread 168, enough for the 128 accumulators
-// (ptxas allocates one count for the whole kernel, so setmaxnreg could not give the MMA warpgroups
-// more at compile time; a fourth, epilogue-only warpgroup would cap them all at 128, too few for
-// an m64n256 wgmma).
-// Measured on the H200 (bench/NOTES.md v17): the mainloop is a little faster than cuBLASLt, but the
-// three epilogue warps cannot keep up with the GELU / GELU' of every element, so the layer keeps
-// cuBLASLt + the bias_gelu passes by default (DSKC_FFN_GEMM=sm90 / sm90_fwd select these kernels).
+// Structure: a persistent, warp-specialized "ping-pong" kernel (one block per SM walks the 128 x 128
+// output tiles, N fastest), 384 threads:
+//   warp 0, one thread: the producer. TMA copies the 128 x 64 A and B tiles of each k block into a
+//     ring of kStages shared-memory stages, tile after tile of this block's sequence (mbarrier
+//     full[s] completes with the bytes, empty[s] when the warpgroup that read the stage is done).
+//   warpgroups 1, 2: the math warpgroups. They take this block's tiles in turn (warpgroup 1 the
+//     even ones, 2 the odd ones), each a whole 128 x 128 tile: two wgmma m64n128k16 per k16 step into
+//     2 x 64 fp32 accumulators per thread, one commit group in flight while the next is issued. Their
+//     mainloops take turns (named barriers 3, 4), so one warpgroup's mainloop runs while the other
+//     does its epilogue ("ping-pong"): per 64-row half, the rounded products (+ bias) go by stmatrix
+//     into one of its three 16 KB shared-memory regions in the TMA boxes' swizzled layout, a rolled
+//     pass over each warp's own rows applies GELU / GELU' with 16-byte shared loads and stores, and
+//     one thread stores the regions by TMA (64 x 64 boxes; rows past m are not written). The
+//     backward's h tile arrives by TMA into two of the regions while the tile's mainloop runs; dh
+//     overwrites it in place.
+// Registers: __launch_bounds__(384, 1) gives every thread 168, enough for the 128 accumulators.
+// Measured (bench/NOTES.md v17, v18): the mainloop alone runs at ~775 TFLOP/s on the FFN shapes
+// (cuBLASLt: ~650), with the stores ~625, but the GELU / GELU' arithmetic of every element, though
+// overlapped with the other warpgroup's mainloop, slows it (~0.03 ms a GEMM), so cuBLASLt + the
+// bias_gelu passes stay the default. (v17's kernel: both warpgroups on one 128 x 256 tile and three epilogue warps.)
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
@@ -53,33 +49,28 @@ struct GemmEpi {
 // Shapes; compiler/plan.cpp mirrors kBlockM, kBlockN, kThreads and kSmemBytes (static_asserts in
 // the generated source).
 struct GemmSm90Tile {
-  static constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64, kStages = 3;
+  static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64, kStages = 4;
   static constexpr int kThreads = 384;
-  static constexpr int kEpilogueThreads = 96;  // warps 1-3
-  static constexpr int kEpilogueRows = 2;      // rows per epilogue iteration (bench/NOTES.md v17)
-  // Rows of each staging half the MMA warpgroup finishes itself during the next tile's mainloop
-  // (backward only), two per k block (128 threads x 4 elements), so that the epilogue math has more
-  // than three warps' issue slots; the epilogue warps take the rest of the half.
-  static constexpr int kMmaRowsPerK = 2, kMmaRowsMax = 32;
   static constexpr int kABytes = kBlockM * kBlockK * 2;  // one stage of A (128 rows x 128 bytes)
   static constexpr int kBBytes = kBlockN * kBlockK * 2;
-  // Staging rows padded by 16 bytes: the MMA warps' 4-byte fragment stores (8 rows x 4 columns
-  // per instruction) hit 32 distinct banks.
-  static constexpr int kStageRowBytes = kBlockN * 2 + 16;
-  static constexpr int kStagingBytes = kBlockM * kStageRowBytes;
-  static constexpr int kBarriers = 2 * kStages + 4;
-  // + 1024: the stages need 1024-byte alignment (128B swizzle) and the dynamic base has less.
-  static constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + kStagingBytes + 8 * kBarriers;
+  // Epilogue TMA boxes: 64 columns (128 bytes, swizzled) x 64 rows; a 64-row half of a tile of one
+  // tensor ("region") is two boxes; each math warpgroup has three regions (the backward: the h
+  // tile's two halves and the products).
+  static constexpr int kBoxRows = 64, kBoxBytes = kBoxRows * 128, kHalfBytes = 2 * kBoxBytes;
+  static constexpr int kEpiBytes = 3 * kHalfBytes;
+  static constexpr int kBarriers = 2 * kStages + 2;
+  // + 1024: the stages and boxes need 1024-byte alignment (128B swizzle) and the dynamic base has less.
+  static constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + 2 * kEpiBytes + 8 * kBarriers;
 };
 static_assert(GemmSm90Tile::kSmemBytes <= 227 * 1024, "gemm_sm90 needs more shared memory than an SM has");
 
 struct GemmSm90Params {
-  sm90::TmaDescriptor a;  // A [m, kK], box kBlockK x kBlockM
-  sm90::TmaDescriptor b;  // B [kN, kK], box kBlockK x (kBlockN / kCluster)
-  const T* bias;          // [kN] (kBiasGelu*)
-  const T* pre;           // [m, kN] the saved pre-activation h (kDGelu*)
-  T* out;                 // [m, kN] h (kBiasGelu) or dh (kDGelu*)
-  T* gelu;                // [m, kN] GELU(h) (kBiasGelu*, kDGeluStoreGelu)
+  sm90::TmaDescriptor a;     // A [m, kK], box kBlockK x kBlockM
+  sm90::TmaDescriptor b;     // B [kN, kK], box kBlockK x kBlockN
+  sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu) or dh (kDGelu*), 64 x 64 boxes (stores)
+  sm90::TmaDescriptor gelu;  // [m, kN] GELU(h) (kBiasGelu*, kDGeluStoreGelu), 64 x 64 boxes (stores)
+  sm90::TmaDescriptor pre;   // [m, kN] the saved pre-activation h (kDGelu*), 64 x 64 boxes (loads)
+  const T* bias;             // [kN] (kBiasGelu*)
   int m;
 };
 
@@ -91,117 +82,69 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   v.v[1] = from_f<E>(b);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+__device__ __forceinline__ float lo(uint32_t x) { return to_f(reinterpret_cast<const Vec<T, 2>*>(&x)->v[0]); }
+__device__ __forceinline__ float hi(uint32_t x) { return to_f(reinterpret_cast<const Vec<T, 2>*>(&x)->v[1]); }
 template <int kEpi>
 struct EpiHasBias {  // the forward epilogues (bias + GELU)
   static constexpr bool value = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre;
 };
-// The epilogue of kV consecutive outputs at element offset `off` of the [m, kN] tensors: `v` is the
-// staged product (+ bias) rounded to T, `h` the saved pre-activation (backward only). Stores only
-// when `store` (rows past m compute on valid staging data and store nothing).
-template <int kEpi, int kV>
-__device__ __forceinline__ void epilogue_vec(const GemmSm90Params& p, size_t off, const Vec<T, kV>& v,
-                                             const Vec<T, kV>& h, bool store) {
-  if constexpr (EpiHasBias<kEpi>::value) {
-    Vec<T, kV> g;
-#pragma unroll
-    for (int i = 0; i < kV; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(v.v[i])));
-    if (store) {
-      if constexpr (kEpi == GemmEpi::kBiasGelu) *reinterpret_cast<Vec<T, kV>*>(p.out + off) = v;
-      *reinterpret_cast<Vec<T, kV>*>(p.gelu + off) = g;
-    }
-  } else {
-    Vec<T, kV> d;
-#pragma unroll
-    for (int i = 0; i < kV; ++i) d.v[i] = from_f<T>(to_f(v.v[i]) * gelu_grad<kGeluTanh>(to_f(h.v[i])));
-    if (store) *reinterpret_cast<Vec<T, kV>*>(p.out + off) = d;
-    if constexpr (kEpi == GemmEpi::kDGeluStoreGelu) {
-      Vec<T, kV> g;
-#pragma unroll
-      for (int i = 0; i < kV; ++i) g.v[i] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[i])));
-      if (store) *reinterpret_cast<Vec<T, kV>*>(p.gelu + off) = g;
-    }
-  }
+// This thread's stmatrix / ldmatrix row address for column pair i (columns 16i..16i+15) of a half
+// region: lane l addresses row 16w + 8((l/8)%2) + l%8 of matrix l/8, whose columns start at
+// 16i + 8(l/16); in the 128B-swizzled box the 16-byte chunk j of row r sits at j ^ (r % 8).
+// Matrix q of pair i holds the accumulators of column group g = 2i + q/2, rows +8(q%2): d[4g + 2(q%2)], +1.
+__device__ __forceinline__ uint32_t frag_addr(uint32_t region, int w, int l, int i) {
+  const int row = 16 * w + ((l >> 3) & 1) * 8 + (l & 7);
+  const int chunk = (2 * i + (l >> 4)) & 7;
+  return region + (i >> 2) * GemmSm90Tile::kBoxBytes + row * 128 + ((chunk ^ (l & 7)) << 4);
 }
 }  // namespace gemm_detail
 
-template <int kN, int kK, int kEpi, int kCluster>
+template <int kN, int kK, int kEpi>
 __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
 #if DSKC_SM90A
   using G = GemmSm90Tile;
-  static_assert(kN % G::kBlockN == 0 && kK % G::kBlockK == 0, "gemm_sm90 needs N % 256 == 0 and K % 64 == 0");
-  static_assert(kCluster == 1 || kCluster == 2, "gemm_sm90 runs clusters of 1 or 2 CTAs");
+  using gemm_detail::frag_addr;
+  static_assert(kN % G::kBlockN == 0 && kK % G::kBlockK == 0, "gemm_sm90 needs N % 128 == 0 and K % 64 == 0");
   constexpr bool kBias = gemm_detail::EpiHasBias<kEpi>::value;
   constexpr int kTilesN = kN / G::kBlockN, kKBlocks = kK / G::kBlockK, kStages = G::kStages;
-  // Each CTA of a cluster loads 1/kCluster of the B tile and multicasts it to both (they work on
-  // the same N tile, on adjacent M tiles): a third less L2-to-SM traffic with two.
-  constexpr int kBRows = G::kBlockN / kCluster;
-  // Staging rows [0, kMmaRows) of each half: the MMA warpgroup, two per k block of the next tile, in
-  // the backward (GELU' and the h loads: 0.21-0.22 -> 0.18-0.19 ms at BERT-Large); the forward's
-  // GELU measured no faster that way (its MMA warps then issue the next wgmmas late), so its
-  // epilogue warps take every row (bench/NOTES.md v17).
-  constexpr int kMmaRowsBwd =
-      G::kMmaRowsPerK * kKBlocks < G::kMmaRowsMax ? G::kMmaRowsPerK * kKBlocks : G::kMmaRowsMax;
-  constexpr int kMmaRows = kBias ? 0 : kMmaRowsBwd;
-  static_assert(G::kMmaRowsPerK * G::kBlockN == 128 * 4, "finish_rows: 128 threads x 4 elements cover its rows");
   extern __shared__ unsigned char gemm_smem[];
-  const uint32_t raw = sm90::smem_u32(gemm_smem);
-  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t base = (sm90::smem_u32(gemm_smem) + 1023u) & ~1023u;
   const uint32_t s_a = base, s_b = base + kStages * G::kABytes;
-  const uint32_t s_stage = s_b + kStages * G::kBBytes;
-  const uint32_t bars = s_stage + G::kStagingBytes;
-  unsigned char* staging = gemm_smem + (s_stage - raw);
+  const uint32_t s_epi = s_b + kStages * G::kBBytes;
+  const uint32_t bars = s_epi + 2 * G::kEpiBytes;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kStages + s); };
-  auto stg_full = [&](int c) { return bars + 8u * (2 * kStages + c); };
-  auto stg_empty = [&](int c) { return bars + 8u * (2 * kStages + 2 + c); };
+  auto hfull = [&](int c) { return bars + 8u * (2 * kStages + c); };
 
-  // Work: a cluster takes a pair (kCluster) of M tiles with one N tile; CTA `rank` the M tile
-  // kCluster·pair + rank (one past the rows reads zeros and stores nothing).
-  const uint32_t rank = kCluster > 1 ? sm90::cluster_ctarank() : 0u;
-  const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
-  const int tiles = ((p.m + G::kBlockM - 1) / G::kBlockM + kCluster - 1) / kCluster * kTilesN;
-  auto tile_m0 = [&](int tile) { return (tile / kTilesN * kCluster + static_cast<int>(rank)) * G::kBlockM; };
+  const int tiles = (p.m + G::kBlockM - 1) / G::kBlockM * kTilesN;
+  auto tile_m0 = [&](int tile) { return tile / kTilesN * G::kBlockM; };
   auto tile_n0 = [&](int tile) { return tile % kTilesN * G::kBlockN; };
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full(s), 1);                // the producer's arrive_expect_tx (+ the TMA bytes)
-      sm90::mbar_init(empty(s), 2 * kCluster);    // each MMA warpgroup of every CTA in the cluster
+      sm90::mbar_init(full(s), 1);   // the producer's arrive_expect_tx (+ the TMA bytes)
+      sm90::mbar_init(empty(s), 1);  // the math warpgroup that read the stage
     }
-    for (int c = 0; c < 2; ++c) {
-      sm90::mbar_init(stg_full(c), 128);  // every thread of MMA warpgroup c
-      sm90::mbar_init(stg_empty(c), G::kEpilogueThreads);
-    }
+    sm90::mbar_init(hfull(0), 1);  // the math warpgroup's own h loads (+ their bytes)
+    sm90::mbar_init(hfull(1), 1);
     sm90::mbar_init_fence();
     sm90::tma_prefetch_descriptor(&p.a);
     sm90::tma_prefetch_descriptor(&p.b);
   }
-  // The peer's copies and arrivals target this CTA's barriers: all initialized first.
-  if constexpr (kCluster > 1)
-    sm90::cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
 
-  if (threadIdx.x < 32) {
-    // ---- producer ----
-    if (threadIdx.x == 0) {
+  if (wg == 0) {
+    // ---- producer: every k block of this block's tiles, in order ----
+    if (t == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      const int last_m0 = (p.m - 1) / G::kBlockM * G::kBlockM;
-      for (int tile = cluster; tile < tiles; tile += clusters) {
-        // A CTA whose M tile lies wholly past the rows (the second of a pair, odd tile count) still
-        // takes its part in the B multicast; its A copy reads the last real tile (stores skip all).
-        const int m0 = min(tile_m0(tile), last_m0), n0 = tile_n0(tile);
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile_m0(tile), n0 = tile_n0(tile);
         for (int kb = 0; kb < kKBlocks; ++kb) {
           sm90::mbar_wait(empty(stage), phase ^ 1u);
           sm90::mbar_arrive_expect_tx(full(stage), G::kABytes + G::kBBytes);
           sm90::tma_load_2d(s_a + stage * G::kABytes, &p.a, full(stage), kb * G::kBlockK, m0);
-          const uint32_t b_dst = s_b + stage * G::kBBytes + rank * (kBRows * 128);
-          if constexpr (kCluster > 1)
-            sm90::tma_load_2d_multicast(b_dst, &p.b, full(stage), kb * G::kBlockK, n0 + static_cast<int>(rank) * kBRows,
-                                        static_cast<unsigned short>((1u << kCluster) - 1));
-          else
-            sm90::tma_load_2d(b_dst, &p.b, full(stage), kb * G::kBlockK, n0);
+          sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), kb * G::kBlockK, n0);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
@@ -209,153 +152,185 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         }
       }
     }
-    __syncwarp();
-  } else if (wg > 0) {
-    // ---- MMA warpgroups ----
-    const int c = wg - 1;
-    const int w = t / 32, l = t % 32;
-    float acc[128];
-    int stage = 0;
-    uint32_t phase = 0, sphase = 0;
-    // A stage is free once both warpgroups of every CTA reading it are done: thread r < kCluster
-    // arrives on CTA r's barrier.
-    auto release = [&](int s) {
-      if (t < kCluster) {
-        if constexpr (kCluster > 1)
-          sm90::mbar_arrive_cluster(empty(s), static_cast<uint32_t>(t));
-        else
-          sm90::mbar_arrive(empty(s));
-      }
-    };
-    // Named barrier 1 + c: the 128 threads of this warpgroup.
-    auto warpgroup_sync = [](int wgc) {
-      if (wgc == 0)
-        asm volatile("bar.sync 1, 128;\n" ::: "memory");
-      else
-        asm volatile("bar.sync 2, 128;\n" ::: "memory");
-    };
-    // The tile whose staging rows [0, kMmaRows) of this half the k blocks of the current tile finish
-    // (pend_m0 < 0: none yet).
-    int pend_m0 = -1, pend_n0 = 0;
-    auto finish_rows = [&](int r0) {  // rows r0, r0 + 1 of the pending tile: 4 elements per thread
-      const int r = r0 + (t >> 6), col = (t & 63) * 4, grow = pend_m0 + c * 64 + r;
-      const Vec<T, 4> v = *reinterpret_cast<const Vec<T, 4>*>(staging + (c * 64 + r) * G::kStageRowBytes + col * 2);
-      if (grow >= p.m) return;
-      const size_t off = static_cast<size_t>(grow) * kN + pend_n0 + col;
-      Vec<T, 4> h = v;
-      if constexpr (!kBias) h = *reinterpret_cast<const Vec<T, 4>*>(p.pre + off);
-      gemm_detail::epilogue_vec<kEpi, 4>(p, off, v, h, true);
-    };
-    for (int tile = cluster; tile < tiles; tile += clusters) {
-      const int n0 = tile_n0(tile);
-      int prev = 0;
-      for (int kb = 0; kb < kKBlocks; ++kb) {
-        sm90::mbar_wait(full(stage), phase);
-        sm90::wgmma_fence();
-        const uint32_t a = s_a + stage * G::kABytes + c * 64 * 128, b = s_b + stage * G::kBBytes;
+    return;
+  }
+
+  // ---- math warpgroup c: this block's tiles c, c + 2, ... (the j-th tile is blockIdx.x + j·grid) ----
+  const int c = wg - 1, w = t / 32, l = t % 32;
+  const uint32_t epi = s_epi + c * G::kEpiBytes;
+  auto region = [&](int k) { return epi + k * G::kHalfBytes; };
+  unsigned char* const smem_base = gemm_smem - sm90::smem_u32(gemm_smem);  // + a shared address = its pointer
+  // The elementwise passes: warp w's rows (16w..16w+15 of a half: 256 16-byte chunks, the same
+  // offsets in every region, whatever the swizzle) in 8 steps of 32 consecutive chunks, a rolled
+  // loop (the math fully unrolled over a tile was several thousand instructions per warp).
+  auto chunk_off = [&](int it) {
+    const int k = it * 32 + l;
+    return static_cast<uint32_t>((k >> 7) * G::kBoxBytes + 16 * w * 128 + (k & 127) * 16);
+  };
+  auto vec_at = [&](uint32_t addr) -> Vec<T, 8>& { return *reinterpret_cast<Vec<T, 8>*>(smem_base + addr); };
+  // TMA stores of one half region: the two 64 x 64 boxes at rows row0.., columns n0.. (one commit group).
+  auto store_half = [&](const sm90::TmaDescriptor* map, uint32_t r, int n0, int row0) {
+    sm90::tma_store_2d(map, r, n0, row0);
+    sm90::tma_store_2d(map, r + G::kBoxBytes, n0 + 64, row0);
+    sm90::tma_store_commit();
+  };
+  // Every thread's stmatrix writes are done and visible to the TMA (async) proxy.
+  auto publish = [&] {
+    sm90::fence_proxy_async();
+    sm90::warpgroup_sync(c);
+  };
+  // The regions may be overwritten: every store this warpgroup issued has read them.
+  auto regions_free = [&] {
+    if (t == 0) sm90::tma_store_wait_read<0>();
+    sm90::warpgroup_sync(c);
+  };
+  float acc0[64], acc1[64];
+  uint32_t hphase = 0;
+  for (int j = c, tile = blockIdx.x + c * gridDim.x; tile < tiles; j += 2, tile += 2 * gridDim.x) {
+    const int m0 = tile_m0(tile), n0 = tile_n0(tile);
+    int stage = j * kKBlocks % kStages, prev = 0;
+    uint32_t phase = (j * kKBlocks / kStages) & 1u;
+    // Fresh accumulators: the wgmmas then always accumulate, and the compiler sees the previous
+    // tile's values die in its epilogue (an in-out asm operand would otherwise keep all 128 live).
 #pragma unroll
-        for (int k = 0; k < G::kBlockK / 16; ++k)
-          sm90::wgmma_m64n256k16<T>(acc, sm90::wgmma_desc_k128(a + 32 * k), sm90::wgmma_desc_k128(b + 32 * k),
-                                    (kb | k) != 0);
-        sm90::wgmma_commit();
-        // While the tensor cores run this k block: two of the previous tile's rows.
-        if (pend_m0 >= 0 && kb * G::kMmaRowsPerK < kMmaRows) finish_rows(kb * G::kMmaRowsPerK);
-        if (kb > 0) {
-          sm90::wgmma_wait<1>();  // the previous k block's MMAs are done: release its stage
-          release(prev);
-        }
-        prev = stage;
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1u;
-        }
-      }
-      sm90::wgmma_wait<0>();
-      release(prev);
-      // Rows 64c + 16w + l/4 (+8) of the staging tile, rounded to T (with the bias in fp32 first),
-      // once this warpgroup (named barrier 1 + c) and the epilogue warps are done with the last tile.
-      warpgroup_sync(c);
-      sm90::mbar_wait(stg_empty(c), sphase ^ 1u);
-      const int row = c * 64 + w * 16 + (l >> 2);
-      unsigned char* r0 = staging + row * G::kStageRowBytes + (l & 3) * 4;
-      unsigned char* r1 = r0 + 8 * G::kStageRowBytes;
+    for (int k = 0; k < 64; ++k) acc0[k] = acc1[k] = 0.f;
+    sm90::fence_operands(acc0);
+    sm90::fence_operands(acc1);
+    // The mainloops take turns: this one starts once the other warpgroup has waited for the last
+    // block of its tile. An mbarrier wait tells phases apart only by parity, so a warpgroup may wait
+    // for a stage's block only after that stage's previous block (kStages earlier: possibly the other
+    // warpgroup's) has arrived; otherwise it could take that one for its own.
+    if (j > 0) sm90::turn_wait(c);
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      sm90::mbar_wait(full(stage), phase);
+      sm90::wgmma_fence();
+      const uint32_t a = s_a + stage * G::kABytes, b = s_b + stage * G::kBBytes;
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        float b0 = 0.f, b1 = 0.f;
-        if constexpr (kBias) {
-          float bv[2];
-          load_f<T, 2>(p.bias + n0 + 8 * i + 2 * (l & 3), bv);
-          b0 = bv[0];
-          b1 = bv[1];
-        }
-        *reinterpret_cast<uint32_t*>(r0 + 16 * i) = gemm_detail::pack2<T>(acc[4 * i] + b0, acc[4 * i + 1] + b1);
-        *reinterpret_cast<uint32_t*>(r1 + 16 * i) = gemm_detail::pack2<T>(acc[4 * i + 2] + b0, acc[4 * i + 3] + b1);
+      for (int k = 0; k < G::kBlockK / 16; ++k) {
+        const uint64_t db = sm90::wgmma_desc_k128(b + 32 * k);
+        sm90::wgmma_m64n128k16<T>(acc0, sm90::wgmma_desc_k128(a + 32 * k), db);
+        sm90::wgmma_m64n128k16<T>(acc1, sm90::wgmma_desc_k128(a + 64 * 128 + 32 * k), db);
       }
-      warpgroup_sync(c);  // the rows this warpgroup finishes itself are all written
-      sm90::mbar_arrive(stg_full(c));
-      sphase ^= 1u;
-      pend_m0 = tile_m0(tile);
-      pend_n0 = n0;
+      sm90::wgmma_commit();
+      if constexpr (!kBias) {
+        // The tile's h into this warpgroup's regions (free once the previous tile's stores have read
+        // them), arriving while the mainloop runs.
+        if (kb == 0 && t == 0) {
+          sm90::tma_store_wait_read<0>();
+          sm90::mbar_arrive_expect_tx(hfull(c), 2 * G::kHalfBytes);
+          for (int half = 0; half < 2; ++half)
+            for (int box = 0; box < 2; ++box)
+              sm90::tma_load_2d(region(half) + box * G::kBoxBytes, &p.pre, hfull(c), n0 + 64 * box, m0 + 64 * half);
+        }
+      }
+      if (kb > 0) {
+        sm90::wgmma_wait<1>();  // the previous k block's MMAs are done: release its stage
+        if (t == 0) sm90::mbar_arrive(empty(prev));
+      }
+      prev = stage;
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1u;
+      }
     }
-    if (pend_m0 >= 0)  // the last tile's rows: no next mainloop to hide them behind
-      for (int r0 = 0; r0 < kMmaRows; r0 += G::kMmaRowsPerK) finish_rows(r0);
-  } else {
-    // ---- epilogue: warp e (1-3 of warpgroup 0) takes rows e - 1, e + 2, ... of each half ----
-    const int e = threadIdx.x - 32, ew = e / 32, l = e % 32;
-    constexpr int kWarps = G::kEpilogueThreads / 32;
-    constexpr int kRowsPerWarp = (64 - kMmaRows + kWarps - 1) / kWarps;
-    // kEpilogueRows rows per iteration, the next iteration's loads issued before this one's
-    // arithmetic; rows past the half or past m compute on a valid staging row and store nothing.
-    constexpr int kR = G::kEpilogueRows, kIters = (kRowsPerWarp + kR - 1) / kR;
-    uint32_t sphase = 0;
-    for (int tile = cluster; tile < tiles; tile += clusters) {
-      const int m0 = tile_m0(tile), n0 = tile_n0(tile);
-      if constexpr (!kBias)  // the tile's h rows (512 bytes each) into L2 while its MMAs run
-        for (int r = e; r < G::kBlockM; r += G::kEpilogueThreads)
-          if (m0 + r < p.m) sm90::prefetch_l2(p.pre + static_cast<size_t>(m0 + r) * kN + n0, G::kBlockN * 2);
-      for (int c = 0; c < 2; ++c) {
-        sm90::mbar_wait(stg_full(c), sphase);
-        const int row0 = m0 + c * 64;  // global row of the half's first staging row
-        auto row_of = [&](int it, int j) { return kMmaRows + ew + kWarps * (it * kR + j); };
-        auto ok_of = [&](int r) { return r < 64 && row0 + r < p.m; };
-        auto off_of = [&](int r) { return static_cast<size_t>(row0 + r) * kN + n0 + 8 * l; };
-        auto load = [&](int it, Vec<T, 8>(&v)[kR], Vec<T, 8>(&h)[kR]) {
+    if (tile + gridDim.x < tiles) sm90::turn_give(1 - c);  // the other warpgroup has a next tile
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(acc0);
+    sm90::fence_operands(acc1);
+    if (t == 0) sm90::mbar_arrive(empty(prev));
+
+    // ---- epilogue, one 64-row half (one accumulator array) at a time: the rounded products (+ bias)
+    // into a region by stmatrix, then the GELU / GELU' pass over the warp's own rows, then TMA stores ----
+    auto stage_half = [&](const float(&acc)[64], uint32_t r) {
 #pragma unroll
-          for (int j = 0; j < kR; ++j) {
-            const int r = row_of(it, j);
-            v[j] = *reinterpret_cast<const Vec<T, 8>*>(staging + (c * 64 + (r < 64 ? r : 63)) * G::kStageRowBytes + l * 16);
-            if constexpr (!kBias) {
-              if (ok_of(r))
-                h[j] = *reinterpret_cast<const Vec<T, 8>*>(p.pre + off_of(r));
-              else
-                h[j] = v[j];
-            }
-          }
-        };
-        Vec<T, 8> v[kR], h[kR];
-        load(0, v, h);
-#pragma unroll 1
-        for (int it = 0; it < kIters; ++it) {
-          Vec<T, 8> vn[kR], hn[kR];
-          if (it + 1 < kIters) load(it + 1, vn, hn);
+      for (int i = 0; i < 8; ++i) {
+        uint32_t v[4];
 #pragma unroll
-          for (int j = 0; j < kR; ++j) {
-            const int r = row_of(it, j);
-            gemm_detail::epilogue_vec<kEpi, 8>(p, off_of(r), v[j], h[j], ok_of(r));
-          }
-#pragma unroll
-          for (int j = 0; j < kR; ++j) {
-            v[j] = vn[j];
-            h[j] = hn[j];
-          }
+        for (int q = 0; q < 4; ++q) {
+          const int g = 2 * i + q / 2, x = 4 * g + 2 * (q % 2);
+          float bv[2] = {0.f, 0.f};
+          if constexpr (kBias) load_f<T, 2>(p.bias + n0 + 8 * g + 2 * (l & 3), bv);
+          v[q] = gemm_detail::pack2<T>(acc[x] + bv[0], acc[x + 1] + bv[1]);
         }
-        sm90::mbar_arrive(stg_empty(c));
+        sm90::stmatrix_x4(frag_addr(r, w, l, i), v);
       }
-      sphase ^= 1u;
+      __syncwarp();
+    };
+    // GELU(src) -> dst, chunk by chunk (src == dst: in place).
+    auto gelu_pass = [&](uint32_t src, uint32_t dst) {
+#pragma unroll 1
+      for (int it = 0; it < 8; ++it) {
+        const uint32_t o = chunk_off(it);
+        const Vec<T, 8> h = vec_at(src + o);
+        Vec<T, 8> g;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) g.v[e] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[e])));
+        vec_at(dst + o) = g;
+      }
+    };
+    if constexpr (kEpi == GemmEpi::kBiasGelu) {
+      // h0 -> region 0, GELU(h0) -> 1; h1 -> 2, GELU(h1) -> 0 once h0's stores have read it.
+      regions_free();
+      stage_half(acc0, region(0));
+      gelu_pass(region(0), region(1));
+      publish();
+      if (t == 0) {
+        store_half(&p.out, region(0), n0, m0);
+        store_half(&p.gelu, region(1), n0, m0);
+      }
+      stage_half(acc1, region(2));
+      if (t == 0) sm90::tma_store_wait_read<1>();
+      sm90::warpgroup_sync(c);
+      gelu_pass(region(2), region(0));
+      publish();
+      if (t == 0) {
+        store_half(&p.out, region(2), n0, m0 + 64);
+        store_half(&p.gelu, region(0), n0, m0 + 64);
+      }
+    } else if constexpr (kEpi == GemmEpi::kBiasGeluNoPre) {
+      regions_free();
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        stage_half(half ? acc1 : acc0, region(half));
+        gelu_pass(region(half), region(half));
+        publish();
+        if (t == 0) store_half(&p.gelu, region(half), n0, m0 + 64 * half);
+      }
+    } else {
+      // h of half k is in region k (TMA); the products go to region 2, dh overwrites h in place and,
+      // under gelu_checkpoint, GELU(h) the products.
+      constexpr bool kG = kEpi == GemmEpi::kDGeluStoreGelu;
+      sm90::mbar_wait(hfull(c), hphase);
+      hphase ^= 1u;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t rh = region(half), rv = region(2);
+        if (kG && half == 1) regions_free();  // GELU(h0)'s stores have read region 2
+        stage_half(half ? acc1 : acc0, rv);
+#pragma unroll 1
+        for (int it = 0; it < 8; ++it) {
+          const uint32_t o = chunk_off(it);
+          const Vec<T, 8> h = vec_at(rh + o), v = vec_at(rv + o);
+          Vec<T, 8> d, g;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float x = to_f(h.v[e]);
+            d.v[e] = from_f<T>(to_f(v.v[e]) * gelu_grad<kGeluTanh>(x));
+            if constexpr (kG) g.v[e] = from_f<T>(gelu<kGeluTanh>(x));
+          }
+          vec_at(rh + o) = d;
+          if constexpr (kG) vec_at(rv + o) = g;
+        }
+        publish();
+        if (t == 0) {
+          store_half(&p.out, rh, n0, m0 + 64 * half);
+          if constexpr (kG) store_half(&p.gelu, rv, n0, m0 + 64 * half);
+        }
+        __syncwarp();
+      }
     }
   }
-  // No CTA leaves while its peer may still multicast into it or arrive on its barriers.
-  if constexpr (kCluster > 1) sm90::cluster_sync();
+  if (t == 0) sm90::tma_store_wait<0>();  // every store has landed before the block's memory goes
 #else
   (void)p;
   __trap();  // the plan lists gemm_sm90 kernels only for sm_90 targets, built as sm_90a

@@ -95,60 +95,90 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDescriptor* m
       : "memory");
 #endif
 }
-// The same copy multicast to every CTA of the cluster in `cta_mask`: the box lands at `dst` and
-// completes its bytes on the barrier at `bar` in each of them (the same offsets in every CTA).
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const TmaDescriptor* map, uint32_t bar, int c0,
-                                                      int c1, unsigned short cta_mask) {
-#if DSKC_SM90A
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4}], [%2], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
-      : "memory");
-#endif
-}
-
-// Thread-block clusters: this CTA's rank, an arrival on the barrier at the same shared-memory offset
-// in CTA `cta` of the cluster, and a barrier over every thread of the cluster.
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r = 0;
-#if DSKC_SM90A
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-#endif
-  return r;
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
-#if DSKC_SM90A
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_sync() {
-#if DSKC_SM90A
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* map) {
 #if DSKC_SM90A
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 #endif
 }
-// Starts moving `bytes` (a multiple of 16, 16-byte aligned) of global memory into L2.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+// 2-D bulk tensor copy shared -> global: the box at `src` (the layout a load of the same box would
+// leave: 128-byte rows, swizzled) to (c0, c1) of the tensor map; rows past the tensor's end are not
+// written. One commit group per `tma_store_commit`; `tma_store_wait_read<N>` returns once all but the
+// newest N groups of this thread have read their shared memory (it may be overwritten), and
+// `tma_store_wait<0>` once every store of this thread is complete. Threads that wrote the box with
+// ordinary stores must `fence_proxy_async` (and synchronize with the issuing thread) first.
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, uint32_t src, int c0, int c1) {
 #if DSKC_SM90A
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
 #endif
 }
+__device__ __forceinline__ void tma_store_commit() {
+#if DSKC_SM90A
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait_read() {
+#if DSKC_SM90A
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait() {
+#if DSKC_SM90A
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async() {
+#if DSKC_SM90A
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Four 8x8 16-bit matrices from registers into shared memory (lanes 8j..8j+7 address the rows of
+// matrix j; lane l holds row l/4, columns 2(l%4), +1 of each: the accumulator fragment layout).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+#if DSKC_SM90A
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
+}
+// Named barriers (ids 1-15; 0 is __syncthreads): bar.sync waits until kCount threads have arrived
+// at barrier kId, bar.arrive arrives without waiting.
+template <int kId, int kCount>
+__device__ __forceinline__ void named_sync() {
+#if DSKC_SM90A
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
+#endif
+}
+template <int kId, int kCount>
+__device__ __forceinline__ void named_arrive() {
+#if DSKC_SM90A
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
+#endif
+}
+// The 128 threads of math warpgroup wg (0 or 1): named barrier 1 + wg.
+__device__ __forceinline__ void warpgroup_sync(int wg) { wg == 0 ? named_sync<1, 128>() : named_sync<2, 128>(); }
+// Hand-over between the two math warpgroups (named barriers 3 + wg, 256 threads): warpgroup `wg`
+// waits for its turn (turn_wait) until the other one has called turn_give(wg).
+__device__ __forceinline__ void turn_wait(int wg) { wg == 0 ? named_sync<3, 256>() : named_sync<4, 256>(); }
+__device__ __forceinline__ void turn_give(int wg) { wg == 0 ? named_arrive<3, 256>() : named_arrive<4, 256>(); }
 
 // Shared-memory matrix descriptor of a K-major, 128B-swizzled operand tile starting at `addr`.
 __device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// Pins accumulator registers in program order around the asynchronous wgmmas: the compiler may not
+// move their reads (the epilogue) above a wgmma_wait, nor their writes (zeroing) below a wgmma.
+template <int kN>
+__device__ __forceinline__ void fence_operands(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -168,45 +198,34 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// The 128 accumulator operands of an m64n256 wgmma, and the operand list that follows them.
-#define DSKC_WGMMA_D128                                                                                          \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "  \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "    \
-  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "    \
-  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "    \
-  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "   \
-  "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
-  "%124, %125, %126, %127}"
 #define DSKC_F8(d, i)                                                                                       \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-#define DSKC_F128(d)                                                                                            \
-  DSKC_F8(d, 0), DSKC_F8(d, 8), DSKC_F8(d, 16), DSKC_F8(d, 24), DSKC_F8(d, 32), DSKC_F8(d, 40), DSKC_F8(d, 48), \
-      DSKC_F8(d, 56), DSKC_F8(d, 64), DSKC_F8(d, 72), DSKC_F8(d, 80), DSKC_F8(d, 88), DSKC_F8(d, 96),           \
-      DSKC_F8(d, 104), DSKC_F8(d, 112), DSKC_F8(d, 120)
+// The 64 accumulator operands of an m64n128 wgmma.
+#define DSKC_WGMMA_D64                                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "  \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "    \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define DSKC_F64(d) \
+  DSKC_F8(d, 0), DSKC_F8(d, 8), DSKC_F8(d, 16), DSKC_F8(d, 24), DSKC_F8(d, 32), DSKC_F8(d, 40), DSKC_F8(d, 48), DSKC_F8(d, 56)
 
-// D[64x256] (+)= A[64x16] · B[256x16]ᵀ, both K-major in shared memory (descriptors), fp32 accumulate.
-// `accumulate` 0 overwrites D (first k step of a tile). Accumulator layout (PTX ISA, wgmma D
-// fragments): thread t of the warpgroup, w = t / 32, l = t % 32, holds for each 8-column group i
-// d[4i], d[4i+1] = (row 16w + l/4, cols 8i + 2(l%4), +1) and d[4i+2], d[4i+3] = the same columns
-// of row 16w + l/4 + 8 — the mma.sync C layout repeated over the 32 groups.
+// D[64x128] += A[64x16] · B[128x16]ᵀ, both K-major in shared memory (descriptors), fp32 accumulate. Accumulator layout (PTX ISA, wgmma D fragments): thread t of the
+// warpgroup, w = t / 32, l = t % 32, holds for each 8-column group g (0-15) d[4g], d[4g+1] = (row
+// 16w + l/4, cols 8g + 2(l%4), +1) and d[4g+2], d[4g+3] = the same columns of row 16w + l/4 + 8.
 template <typename E>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                                 uint32_t accumulate) {
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
 #if DSKC_SM90A
   if constexpr (SameType<E, __half>::value) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " DSKC_WGMMA_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
-        : DSKC_F128(d)
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " DSKC_WGMMA_D64 ", %64, %65, 1, 1, 1, 0, 0;\n"
+        : DSKC_F64(d)
+        : "l"(desc_a), "l"(desc_b));
   } else {
     static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " DSKC_WGMMA_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
-        : DSKC_F128(d)
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " DSKC_WGMMA_D64 ", %64, %65, 1, 1, 1, 0, 0;\n"
+        : DSKC_F64(d)
+        : "l"(desc_a), "l"(desc_b));
   }
 #endif
 }

@@ -1246,13 +1246,13 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(f.grid == GridKind::Persistent);
     CHECK(f.block == 384);
     CHECK(f.rows_per_block == 128);
-    CHECK(f.tile_cols == 256);
+    CHECK(f.tile_cols == 128);
     CHECK(f.cols == c.intermediate_size);
     CHECK(f.dynamic_smem == kGemmSm90SmemBytes);
     CHECK(f.dynamic_smem <= 227 * 1024);
     CHECK(f.grid_constant);
-    CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu, kGemmCluster>");
-    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu, kGemmCluster>");
+    CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
+    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu>");
     const KernelInfo& tr = *g.find_kernel("transpose_output_w");
     CHECK(tr.grid == GridKind::Fixed);
     CHECK(tr.grid_x == c.intermediate_size / 64);
@@ -1273,15 +1273,15 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
   LayerConfig ck = bert_large();
   ck.gelu_checkpoint = true;
   CHECK(sm90_plan(ck).find_kernel("gemm_output_dgrad")->instantiation ==
-        "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluStoreGelu, kGemmCluster>");
+        "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluStoreGelu>");
   LayerConfig inf = bert_large();
   inf.training = false;
   const LayerPlan pi = sm90_plan(inf);
-  CHECK(pi.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGeluNoPre, kGemmCluster>");
+  CHECK(pi.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGeluNoPre>");
   CHECK_FALSE(has_kernel(pi, "transpose_output_w"));
   CHECK_FALSE(has_kernel(pi, "gemm_output_dgrad"));
   // Where it does not apply: other targets (and no target), fp32, bias partials (bias_gelu_bwd writes
-  // inter_b's), an intermediate size that is not a multiple of 256, a hidden size not a multiple of 64.
+  // inter_b's), an intermediate size that is not a multiple of 128, a hidden size not a multiple of 64.
   CHECK(sm90_plan(with_dtype(bert_large(), DType::BF16)).ffn_gemm_sm90);
   CHECK_FALSE(sm90_plan(with_dtype(bert_large(), DType::F32)).ffn_gemm_sm90);
   for (const char* arch : {"", "sm_80", "sm_86", "sm_89"}) {
@@ -1300,16 +1300,16 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(make_plan(bert_large(), o).ffn_gemm_sm90);
   }
   LayerConfig odd = bert_large();
-  odd.intermediate_size = 4000;  // a multiple of 8 and 32, not of 256
+  odd.intermediate_size = 4000;  // a multiple of 8 and 32, not of 128
   CHECK_FALSE(sm90_plan(odd).ffn_gemm_sm90);
   LayerConfig base = bert_large();
   base.hidden_size = 768;
   base.heads = 12;
-  base.intermediate_size = 3072;  // BERT-Base: 3072 = 12 x 256, 768 = 12 x 64
+  base.intermediate_size = 3072;  // BERT-Base: 3072 = 24 x 128, 768 = 12 x 64
   CHECK(sm90_plan(base).ffn_gemm_sm90);
   LayerConfig narrow = bert_large();
   narrow.hidden_size = 1120;
-  narrow.heads = 16;  // I = 4096 = 16 x 256, but 1120 % 64 != 0
+  narrow.heads = 16;  // I = 4096 = 32 x 128, but 1120 % 64 != 0
   CHECK_FALSE(sm90_plan(narrow).ffn_gemm_sm90);
   CHECK(ffn_gemm_sm90_supported(bert_large(), "sm_90"));
   CHECK_FALSE(ffn_gemm_sm90_supported(bert_large(), "sm_80"));
