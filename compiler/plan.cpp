@@ -380,7 +380,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   else if (!plan.gelu_in_gemm)
     b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams",
                   "bias_gelu_fwd_impl<kInter, false>",
-                  I, std::string("GELU (") + (c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf") +
+                  I, "GELU (" + gelu_form +
                          ") of the intermediate GEMM output (its cuBLASLt epilogue adds inter_b)");
   if (pre)
     b.elementwise(Pass::Forward, "bias_dropout_residual_fwd_ffn", "bias_dropout_residual_fwd",

@@ -146,7 +146,7 @@ struct LayerPlan {
   bool attn_dq_gemm = false;
   // The FFN's GELU GEMMs as dskc's own Hopper kernels with the GELU in their epilogue
   // (templates/gemm_sm90.cuh: TMA + wgmma, warp-specialized, persistent), for sm_90 targets with
-  // fp16/bf16, intermediate_size % 256 == 0 and hidden_size % 64 == 0, bias gradients from cuBLASLt
+  // fp16/bf16, intermediate_size % 128 == 0 and hidden_size % 64 == 0, bias gradients from cuBLASLt
   // (not partials), either GELU form. ffn_gemm_sm90: gemm_inter_fwd writes h = x·Wᵀ + b into
   // ffn_pre_gelu and GELU(h) into ffn_gelu_out (no bias_gelu_fwd). ffn_gemm_sm90_bwd (only with
   // it): gemm_output_dgrad, after transpose_output_w writes output_wᵀ into the workspace tensor
@@ -280,9 +280,11 @@ int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_fl
 // Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
 constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 128, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
 constexpr int kGemmSm90Stages = 4, kGemmSm90Barriers = 2 * kGemmSm90Stages + 2;
-// The stages, two math warpgroups' 48 KB epilogue buffers (three 64-row regions of two 64 x 64
-// boxes), the mbarriers, and 1024 bytes to align the dynamic base for the 128-byte swizzle.
-constexpr int kGemmSm90EpiBytes = 3 * 2 * 64 * 128;
+// The stages, two math warpgroups' 48 KB epilogue buffers (three 64-row regions of two TMA boxes of
+// 64 columns x kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for
+// the 128-byte swizzle.
+constexpr int kGemmSm90EpiBoxRows = 64;
+constexpr int kGemmSm90EpiBytes = 3 * 2 * kGemmSm90EpiBoxRows * 128;
 constexpr int kGemmSm90SmemBytes = 1024 + kGemmSm90Stages * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
                                    2 * kGemmSm90EpiBytes + 8 * kGemmSm90Barriers;
 static_assert(kGemmSm90SmemBytes == 230480);

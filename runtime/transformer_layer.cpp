@@ -338,9 +338,9 @@ kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, 
   kp::GemmSm90 g{};
   g.a = tma_kmajor_128b(a, c.dtype(), rows, H, H, kGemmSm90BlockM);
   g.b = tma_kmajor_128b(b, c.dtype(), I, H, H, kGemmSm90BlockN);
-  if (out) g.out = tma_kmajor_128b(out, c.dtype(), rows, I, I, 64);
-  if (gelu) g.gelu = tma_kmajor_128b(gelu, c.dtype(), rows, I, I, 64);
-  if (pre) g.pre = tma_kmajor_128b(pre, c.dtype(), rows, I, I, 64);
+  if (out) g.out = tma_kmajor_128b(out, c.dtype(), rows, I, I, kGemmSm90EpiBoxRows);
+  if (gelu) g.gelu = tma_kmajor_128b(gelu, c.dtype(), rows, I, I, kGemmSm90EpiBoxRows);
+  if (pre) g.pre = tma_kmajor_128b(pre, c.dtype(), rows, I, I, kGemmSm90EpiBoxRows);
   g.m = rows;
   return g;
 }

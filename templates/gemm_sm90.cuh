@@ -82,13 +82,11 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   v.v[1] = from_f<E>(b);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
-__device__ __forceinline__ float lo(uint32_t x) { return to_f(reinterpret_cast<const Vec<T, 2>*>(&x)->v[0]); }
-__device__ __forceinline__ float hi(uint32_t x) { return to_f(reinterpret_cast<const Vec<T, 2>*>(&x)->v[1]); }
 template <int kEpi>
 struct EpiHasBias {  // the forward epilogues (bias + GELU)
   static constexpr bool value = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre;
 };
-// This thread's stmatrix / ldmatrix row address for column pair i (columns 16i..16i+15) of a half
+// This thread's stmatrix row address for column pair i (columns 16i..16i+15) of a half
 // region: lane l addresses row 16w + 8((l/8)%2) + l%8 of matrix l/8, whose columns start at
 // 16i + 8(l/16); in the 128B-swizzled box the 16-byte chunk j of row r sits at j ^ (r % 8).
 // Matrix q of pair i holds the accumulators of column group g = 2i + q/2, rows +8(q%2): d[4g + 2(q%2)], +1.
@@ -174,7 +172,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     sm90::tma_store_2d(map, r + G::kBoxBytes, n0 + 64, row0);
     sm90::tma_store_commit();
   };
-  // Every thread's stmatrix writes are done and visible to the TMA (async) proxy.
+  // Every thread's shared-memory writes are done and visible to the TMA (async) proxy.
   auto publish = [&] {
     sm90::fence_proxy_async();
     sm90::warpgroup_sync(c);
