@@ -8,8 +8,10 @@
 #     memcheck of partial tiles (both under timeouts: a pipeline bug hangs rather than fails), the
 #     layer A/B of DSKC_FFN_GEMM=cublas (default) / sm90_fwd / sm90 in $ROUNDS interleaved rounds,
 #     and each one's per-kernel profile
+#   linear: the same for DSKC_LINEAR_GEMM (bench/NOTES.md v19): its GPU test, a memcheck at partial
+#     tiles, the layer A/B of cublas / sm90 / sm90 with DSKC_FFN_GEMM=sm90 too, and the GEMMs' profile lines
 # MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm]
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -49,6 +51,33 @@ if [ "$MODE" = gemm ]; then
       echo "-- $f DSKC_FFN_GEMM=$g"
       DSKC_FFN_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
         grep -E "gemm_inter_fwd|gemm_output_dgrad|bias_gelu|transpose_output_w|  sum|^\| +[0-9]"
+    done
+  done
+  exit 0
+fi
+if [ "$MODE" = linear ]; then
+  step "gemm_sm90 linear GEMMs vs cuBLASLt (GPU test)"
+  timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc='gemm_sm90 linear*' > "$OUT/linear_ab.log" 2>&1
+  rc=$?; echo "rc=$rc"; grep -E "^case|test cases|assertions|ERROR" "$OUT/linear_ab.log" | head -30
+  [ $rc = 0 ] || exit 1
+  step "memcheck: DSKC_LINEAR_GEMM=sm90 DSKC_FFN_GEMM=sm90, BERT-Large layer at 3 x 77 rows (partial tiles)"
+  DSKC_LINEAR_GEMM=sm90 DSKC_FFN_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    build-gpu/dskc bench examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_linear.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_linear.log"
+  step "layer A/B (csv: linear/ffn,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
+  for r in $(seq "${ROUNDS:-3}"); do
+    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+      for g in cublas/cublas sm90/cublas sm90/sm90_fwd sm90/sm90; do
+        echo "$g,$(DSKC_LINEAR_GEMM=${g%/*} DSKC_FFN_GEMM=${g#*/} timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
+      done
+    done
+  done | tee "$OUT/linear_layer_ab.csv"
+  step "profiles"
+  for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+    for g in cublas sm90; do
+      echo "-- $f DSKC_LINEAR_GEMM=$g"
+      DSKC_LINEAR_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
+        grep -E "gemm_qkv_fwd|gemm_attn_out_fwd|gemm_output_fwd|  sum|^\| +[0-9]"
     done
   done
   exit 0

@@ -21,9 +21,9 @@ double mib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 void print_kernels(const LayerPlan& plan) {
   std::printf("kernels (%zu, launch order; %s):\n", plan.kernels.size(),
-              plan.ffn_gemm_sm90 ? "gemm_sm90 kernels are FFN GELU GEMMs, the other GEMMs run in cuBLAS "
-                                   "between them"
-                                 : "GEMMs run in cuBLAS between them");
+              plan.ffn_gemm_sm90 || plan.linear_gemm_sm90
+                  ? "gemm_sm90 kernels are dskc's own GEMMs, the other GEMMs run in cuBLAS between them"
+                  : "GEMMs run in cuBLAS between them");
   std::printf("  %-42s %-9s %-6s %s\n", "kernel", "pass", "block", "fuses");
   for (const auto& k : plan.kernels)
     std::printf("  %-42s %-9s %-6d %s\n", k.name.c_str(), k.pass == Pass::Forward ? "forward" : "backward", k.block,

@@ -70,6 +70,9 @@ std::string emit_config_header(const LayerPlan& plan) {
                    plan.ffn_gemm_sm90_bwd ? "the FFN's GELU GEMMs are gemm_sm90 kernels (GELU, GELU' in their epilogue)"
                    : plan.ffn_gemm_sm90   ? "the intermediate GEMM is a gemm_sm90 kernel (GELU in its epilogue)"
                                           : "the FFN's GEMMs run in cuBLASLt");
+  o << fmt::format("constexpr bool kLinearGemmSm90 = {};  // {}\n", plan.linear_gemm_sm90,
+                   plan.linear_gemm_sm90 ? "the forward's QKV, attention-output and output GEMMs are gemm_sm90 kernels"
+                                         : "the forward's QKV, attention-output and output GEMMs run in cuBLASLt");
   o << fmt::format("constexpr bool kGeluInGemm = {};  // {}\n", plan.gelu_in_gemm,
                    plan.gelu_in_gemm ? "tanh GELU in cuBLASLt's GELU_AUX_BIAS / DGELU GEMM epilogues (no bias_gelu kernels)"
                                      : "GELU by bias_gelu_fwd / bias_gelu_bwd");
@@ -186,9 +189,10 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                    on_off(c.stochastic_mode))
     << fmt::format("// kernels ({}):", plan.kernels.size());
   for (const auto& k : plan.kernels) o << " " << k.name;
-  o << (plan.ffn_gemm_sm90 ? "\n// The gemm_sm90 kernels are FFN GELU GEMMs; the other GEMMs run in cuBLAS/cuBLASLt between "
-                             "these kernels; see `dskc inspect` for the schedule.\n"
-                           : "\n// GEMMs run in cuBLAS/cuBLASLt between these kernels; see `dskc inspect` for the schedule.\n");
+  o << (plan.ffn_gemm_sm90 || plan.linear_gemm_sm90
+            ? "\n// The gemm_sm90 kernels are GEMMs (TMA + wgmma); the other GEMMs run in cuBLAS/cuBLASLt between "
+              "these kernels; see `dskc inspect` for the schedule.\n"
+            : "\n// GEMMs run in cuBLAS/cuBLASLt between these kernels; see `dskc inspect` for the schedule.\n");
   o << body;
   o << "\n// ================ kernels ================\nusing namespace dskc;\n";
   for (const auto& k : plan.kernels) {

@@ -160,6 +160,18 @@ bool ffn_gemm_sm90_supported(const LayerConfig& c, const std::string& arch) {
          c.hidden_size % kGemmSm90BlockK == 0 && c.hidden_size % kWeightTransposeTile == 0;
 }
 
+LinearGemm linear_gemm_from_env() {
+  return env_choice("DSKC_LINEAR_GEMM", kLinearGemmDefault, {{"cublas", LinearGemm::Cublas}, {"sm90", LinearGemm::Sm90}},
+                    "\"cublas\" (the forward's QKV, attention-output and output GEMMs in cuBLASLt) or \"sm90\" (on "
+                    "Hopper those three are dskc's gemm_sm90 kernels with plain epilogues)");
+}
+
+bool linear_gemm_sm90_supported(const LayerConfig& c, const std::string& arch) {
+  // N = 3H and H in 128-column tiles, K = H and I in 64-element k blocks.
+  return arch == "sm_90" && c.dtype() != DType::F32 && c.hidden_size % kGemmSm90BlockN == 0 &&
+         c.intermediate_size % kGemmSm90BlockK == 0;
+}
+
 BiasGrad bias_grad_from_env() {
   return env_choice("DSKC_BIAS_GRAD", BiasGrad::Gemv,
                     {{"gemv", BiasGrad::Gemv}, {"epilogue", BiasGrad::Epilogue}, {"partials", BiasGrad::Partials}},
@@ -252,17 +264,20 @@ struct Builder {
     plan.kernels.back().op = "attn_dropout_bits";
   }
   // gemm_sm90 (templates/gemm_sm90.cuh): a persistent 384-thread block per SM over 128 x 128 output
-  // tiles of the [B·S, cols] product, with the TMA descriptors in a __grid_constant__ params struct.
-  void gemm_sm90(Pass pass, const std::string& name, const std::string& epi, int cols, const std::string& fuses) {
-    const std::string inst = "gemm_sm90_impl<kInter, kHidden, GemmEpi::" + epi + ">";
+  // tiles of the [B·S, cols] product (cols = n: the constant expression n_expr; k_expr the reduction
+  // length), with the TMA descriptors in a __grid_constant__ params struct.
+  void gemm_sm90(Pass pass, const std::string& name, const std::string& n_expr, const std::string& k_expr,
+                 const std::string& epi, int cols, const std::string& fuses) {
+    const std::string inst = "gemm_sm90_impl<" + n_expr + ", " + k_expr + ", GemmEpi::" + epi + ">";
+    const bool plain = epi == "kBias" || epi == "kPlain";
     KernelInfo k{name, "gemm_sm90", "GemmSm90Params", inst, fuses, "GemmSm90Tile::kThreads", pass,
                  GridKind::Persistent, kGemmSm90Threads, cols, 8, 1};
     k.rows_per_block = kGemmSm90BlockM;
     k.rows_check = "GemmSm90Tile::kBlockM";
     k.tile_cols = kGemmSm90BlockN;
     k.min_blocks = "1";
-    k.dynamic_smem = kGemmSm90SmemBytes;
-    k.smem_check = "GemmSm90Tile::kSmemBytes";
+    k.dynamic_smem = gemm_sm90_smem_bytes(plain);
+    k.smem_check = "GemmSm90Tile::smem_bytes(GemmEpi::" + epi + ")";
     k.grid_constant = true;
     plan.kernels.push_back(k);
   }
@@ -329,6 +344,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.ffn_gemm_sm90_bwd = plan.ffn_gemm_sm90 && ffn_src == FfnGemm::Sm90 && train;
   if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
   const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
+  const LinearGemm linear_src = opt.linear_gemm == LinearGemm::FromEnvironment ? linear_gemm_from_env() : opt.linear_gemm;
+  plan.linear_gemm_sm90 = linear_src == LinearGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
+  const bool lin = plan.linear_gemm_sm90;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string gelu_form = c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf";
@@ -342,6 +360,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                (train && c.normalize_invertible
                     ? "; re-run in backward for the attn_qkvw gradient (normalize_invertible keeps only mean/rstd)"
                     : ""));
+  if (lin)
+    b.gemm_sm90(Pass::Forward, "gemm_qkv_fwd", "3 * kHidden", "kHidden", "kBias", 3 * H,
+                std::string("QKV GEMM ") + (pre ? "ln_norm_out" : "input") + "·attn_qkvwᵀ + attn_qkvb (TMA + wgmma)");
   const int fb = 32 * flash_bwd_warps(c.head_dim());  // fused backward block (2 or 4 warps)
   if (plan.attn_mask_kernel)
     b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
@@ -367,12 +388,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
            std::string("additive mask + softmax") + (attn_drop ? " + attention dropout" : "") +
                " over Q·Kᵀ/√d rows");
   }
+  if (lin)
+    b.gemm_sm90(Pass::Forward, "gemm_attn_out_fwd", "kHidden", "kHidden", "kPlain", H,
+                "attention output GEMM attn_context·attn_owᵀ (TMA + wgmma; attn_ob in the next kernel)");
   b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_attn", "bias_dropout_residual_layernorm_fwd",
          "BiasDropoutResidualLnParams",
          "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamAttnOutput>", H,
          "attn_ob bias + " + hd + "residual add + LayerNorm(attn_nw, attn_nb)");
   if (sm90)
-    b.gemm_sm90(Pass::Forward, "gemm_inter_fwd",
+    b.gemm_sm90(Pass::Forward, "gemm_inter_fwd", "kInter", "kHidden",
                 train ? "kBiasGelu" : "kBiasGeluNoPre",
                 I,
                 "intermediate GEMM ln_attn_out·inter_wᵀ (TMA + wgmma) + inter_b + GELU (" + gelu_form +
@@ -382,6 +406,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                   "bias_gelu_fwd_impl<kInter, false>",
                   I, "GELU (" + gelu_form +
                          ") of the intermediate GEMM output (its cuBLASLt epilogue adds inter_b)");
+  if (lin)
+    b.gemm_sm90(Pass::Forward, "gemm_output_fwd", "kHidden", "kInter", "kPlain", H,
+                "output GEMM ffn_gelu_out·output_wᵀ (TMA + wgmma; output_b in the next kernel)");
   if (pre)
     b.elementwise(Pass::Forward, "bias_dropout_residual_fwd_ffn", "bias_dropout_residual_fwd",
                   "BiasDropoutResidualParams",
@@ -429,7 +456,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     // runs after it (runtime/transformer_layer.cpp).
     const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
     if (sm90_bwd)
-      b.gemm_sm90(Pass::Backward, "gemm_output_dgrad",
+      b.gemm_sm90(Pass::Backward, "gemm_output_dgrad", "kInter", "kHidden",
                   c.gelu_checkpoint ? "kDGeluStoreGelu" : "kDGelu",
                   I,
                   "output layer data gradient d_o·output_w (TMA + wgmma, output_wᵀ from output_w_t) ⊙ GELU'(h) (" +

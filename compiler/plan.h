@@ -155,6 +155,11 @@ struct LayerPlan {
   // (bench/NOTES.md v17, v18 have the measurements behind the default).
   bool ffn_gemm_sm90 = false;
   bool ffn_gemm_sm90_bwd = false;
+  // The forward's other linear GEMMs as gemm_sm90 kernels with plain epilogues (sm_90, fp16/bf16,
+  // hidden_size % 128 == 0, intermediate_size % 64 == 0): gemm_qkv_fwd (+ attn_qkvb),
+  // gemm_attn_out_fwd and gemm_output_fwd (their biases stay in the next row kernel), instead of
+  // cuBLASLt. DSKC_LINEAR_GEMM picks (bench/NOTES.md v19).
+  bool linear_gemm_sm90 = false;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -201,6 +206,13 @@ enum class FfnGemm {
   Sm90,             // gemm_sm90 for both GELU GEMMs where supported
 };
 constexpr FfnGemm kFfnGemmDefault = FfnGemm::Cublas;
+// Who runs the forward's QKV, attention-output and output GEMMs (LayerPlan::linear_gemm_sm90).
+enum class LinearGemm {
+  FromEnvironment,  // DSKC_LINEAR_GEMM: unset or "" -> the default below; "cublas", "sm90"
+  Cublas,           // cuBLASLt
+  Sm90,             // gemm_sm90 (kBias / kPlain epilogues) where supported
+};
+constexpr LinearGemm kLinearGemmDefault = LinearGemm::Sm90;
 // How layernorm_bwd lays out its rows (LayerPlan::ln_bwd_warp_rows).
 enum class LnBwd {
   FromEnvironment,  // DSKC_LN_BWD: unset, "" or "warp" -> WarpRows; "block" -> BlockRows
@@ -218,6 +230,7 @@ struct PlanOptions {
   int attn_fwd_stages = 0;
   LnBwd ln_bwd = LnBwd::FromEnvironment;
   FfnGemm ffn_gemm = FfnGemm::FromEnvironment;
+  LinearGemm linear_gemm = LinearGemm::FromEnvironment;
   // The GPU the module is built for ("sm_80" .. "sm_90"; empty: not known). Kernels that exist for one
   // architecture only (gemm_sm90) are planned only for it.
   std::string arch = "";
@@ -250,6 +263,11 @@ FfnGemm ffn_gemm_from_env();
 // Whether a layer's FFN GEMMs can run as gemm_sm90 on `arch` (ignoring DSKC_FFN_GEMM and the bias
 // gradient source).
 bool ffn_gemm_sm90_supported(const LayerConfig& cfg, const std::string& arch);
+// Reads DSKC_LINEAR_GEMM (unset, "" -> kLinearGemmDefault; "cublas", "sm90"); any other value is an
+// Error(Config) naming the variable.
+LinearGemm linear_gemm_from_env();
+// Whether a layer's QKV, attention-output and output GEMMs can run as gemm_sm90 on `arch`.
+bool linear_gemm_sm90_supported(const LayerConfig& cfg, const std::string& arch);
 // Reads DSKC_GELU (unset, "", "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel); any other
 // value is an Error(Config) naming the variable.
 GeluPath gelu_path_from_env();
@@ -279,15 +297,18 @@ inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
 // Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
 constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 128, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
-constexpr int kGemmSm90Stages = 4, kGemmSm90Barriers = 2 * kGemmSm90Stages + 2;
-// The stages, two math warpgroups' 48 KB epilogue buffers (three 64-row regions of two TMA boxes of
-// 64 columns x kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for
-// the 128-byte swizzle.
+// Dynamic shared memory of a gemm_sm90 kernel (GemmSm90Tile::smem_bytes): its pipeline stages (4 with
+// a GELU epilogue, 5 with a plain one), the two math warpgroups' epilogue buffers (three 64-row
+// regions each with a GELU epilogue, two with a plain one; a region is two TMA boxes of 64 columns x
+// kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for the
+// 128-byte swizzle.
 constexpr int kGemmSm90EpiBoxRows = 64;
-constexpr int kGemmSm90EpiBytes = 3 * 2 * kGemmSm90EpiBoxRows * 128;
-constexpr int kGemmSm90SmemBytes = 1024 + kGemmSm90Stages * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
-                                   2 * kGemmSm90EpiBytes + 8 * kGemmSm90Barriers;
-static_assert(kGemmSm90SmemBytes == 230480);
+constexpr int gemm_sm90_stages(bool plain) { return plain ? 5 : 4; }
+constexpr int gemm_sm90_smem_bytes(bool plain) {
+  return 1024 + gemm_sm90_stages(plain) * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
+         2 * (plain ? 2 : 3) * 2 * kGemmSm90EpiBoxRows * 128 + 8 * (2 * gemm_sm90_stages(plain) + 2);
+}
+static_assert(gemm_sm90_smem_bytes(false) == 230480 && gemm_sm90_smem_bytes(true) == 230496);
 constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;

@@ -114,10 +114,10 @@ struct AttnDropoutBits {
 // the epilogue's [m, N] tensors; passed as a __grid_constant__ parameter.
 struct GemmSm90 {
   CUtensorMap a, b;
-  CUtensorMap out;   // h (forward) or dh (backward) stores
+  CUtensorMap out;   // h (forward), dh (backward) or C (plain epilogues) stores
   CUtensorMap gelu;  // GELU(h) stores (forward; backward under gelu_checkpoint)
   CUtensorMap pre;   // GELU input h loads (backward)
-  Ptr bias;          // [N] (forward)
+  Ptr bias;          // [N] (forward GELU, kBias)
   int m;
 };
 struct WeightTranspose {

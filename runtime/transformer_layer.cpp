@@ -329,20 +329,27 @@ void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdevicep
   if (prof_) prof_->end(ctx_.stream());
 }
 
-kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, CUdeviceptr out,
-                                                   CUdeviceptr gelu, CUdeviceptr pre) const {
-  // A [rows, H] and B [I, H] in 128-row boxes of 64 k; the epilogue's [rows, I] tensors (those the
+kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, int n, int k,
+                                                   CUdeviceptr out, CUdeviceptr gelu, CUdeviceptr pre) const {
+  // A [rows, k] and B [n, k] in 128-row boxes of 64 k; the epilogue's [rows, n] tensors (those the
   // kernel uses: 0 = none) in 64 x 64 boxes.
-  const LayerConfig& c = plan_.cfg;
-  const int H = c.hidden_size, I = c.intermediate_size;
+  const DType t = plan_.cfg.dtype();
   kp::GemmSm90 g{};
-  g.a = tma_kmajor_128b(a, c.dtype(), rows, H, H, kGemmSm90BlockM);
-  g.b = tma_kmajor_128b(b, c.dtype(), I, H, H, kGemmSm90BlockN);
-  if (out) g.out = tma_kmajor_128b(out, c.dtype(), rows, I, I, kGemmSm90EpiBoxRows);
-  if (gelu) g.gelu = tma_kmajor_128b(gelu, c.dtype(), rows, I, I, kGemmSm90EpiBoxRows);
-  if (pre) g.pre = tma_kmajor_128b(pre, c.dtype(), rows, I, I, kGemmSm90EpiBoxRows);
+  g.a = tma_kmajor_128b(a, t, rows, k, k, kGemmSm90BlockM);
+  g.b = tma_kmajor_128b(b, t, n, k, k, kGemmSm90BlockN);
+  if (out) g.out = tma_kmajor_128b(out, t, rows, n, n, kGemmSm90EpiBoxRows);
+  if (gelu) g.gelu = tma_kmajor_128b(gelu, t, rows, n, n, kGemmSm90EpiBoxRows);
+  if (pre) g.pre = tma_kmajor_128b(pre, t, rows, n, n, kGemmSm90EpiBoxRows);
   g.m = rows;
   return g;
+}
+
+void TransformerLayer::gemm_sm90_linear(const char* name, CUdeviceptr a, CUdeviceptr b, int rows, int n, int k,
+                                        CUdeviceptr out, CUdeviceptr bias) {
+  main_waits_for(out);
+  kp::GemmSm90 g = gemm_sm90_operands(a, b, rows, n, k, out);
+  g.bias = reinterpret_cast<kp::Ptr>(bias);
+  run_kernel(name, &g, rows);
 }
 
 void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
@@ -425,8 +432,11 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     run_kernel("layernorm_fwd_norm", &p, rows);
   }
   // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
-  gemm("gemm_qkv_fwd", {false, true, rows, 3 * H, H, H, H, 3 * H}, h1, param("attn_qkvw"), t("qkv"), 1.f, 0.f,
-             param("attn_qkvb"));
+  if (plan_.linear_gemm_sm90)
+    gemm_sm90_linear("gemm_qkv_fwd", h1, param("attn_qkvw"), rows, 3 * H, H, t("qkv"), param("attn_qkvb"));
+  else
+    gemm("gemm_qkv_fwd", {false, true, rows, 3 * H, H, H, H, 3 * H}, h1, param("attn_qkvw"), t("qkv"), 1.f, 0.f,
+         param("attn_qkvb"));
   const int n = batch * c.heads, d = c.head_dim();
   const CUdeviceptr arr = ptr_arrays_.ptr();
   auto array = [&](int a) { return arr + static_cast<size_t>(a) * n * sizeof(CUdeviceptr); };
@@ -454,7 +464,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
                  array(kCtx), n);
   }
   // linear_out = ctx · attn_owᵀ                                            [rows, H]
-  gemm("gemm_attn_out_fwd", {false, true, rows, H, H, H, H, H}, t("attn_context"), param("attn_ow"), t("linear_out"));
+  if (plan_.linear_gemm_sm90)
+    gemm_sm90_linear("gemm_attn_out_fwd", t("attn_context"), param("attn_ow"), rows, H, H, t("linear_out"));
+  else
+    gemm("gemm_attn_out_fwd", {false, true, rows, H, H, H, H, H}, t("attn_context"), param("attn_ow"), t("linear_out"));
   {
     // Pre-LN: a = x + drop(linear_out + ob); ln_attn_out = LN(a).  Post-LN: same with a -> s1, ln -> a.
     kp::BiasDropoutResidualLn p{P(t("linear_out")), P(param("attn_ob")), P(input), P(t("attn_residual")),
@@ -466,8 +479,8 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   const GemmShape inter_fwd{false, true, rows, I, H, H, H, I};
   if (plan_.ffn_gemm_sm90) {
     // gemm_sm90: h (training) and GELU(h) from the GEMM's epilogue
-    kp::GemmSm90 g = gemm_sm90_operands(t("ln_attn_out"), param("inter_w"), rows, train ? t("ffn_pre_gelu") : 0,
-                                        t("ffn_gelu_out"), 0);
+    kp::GemmSm90 g = gemm_sm90_operands(t("ln_attn_out"), param("inter_w"), rows, I, H,
+                                        train ? t("ffn_pre_gelu") : 0, t("ffn_gelu_out"));
     g.bias = P(param("inter_b"));
     run_kernel("gemm_inter_fwd", &g, rows);
   } else if (plan_.gelu_in_gemm) {
@@ -481,7 +494,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     run_kernel("bias_gelu_fwd", &p, rows);
   }
   // linear_out = gelu · output_wᵀ                                          [rows, H]
-  gemm("gemm_output_fwd", {false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
+  if (plan_.linear_gemm_sm90)
+    gemm_sm90_linear("gemm_output_fwd", t("ffn_gelu_out"), param("output_w"), rows, H, I, t("linear_out"));
+  else
+    gemm("gemm_output_fwd", {false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
   if (pre) {
     kp::BiasDropoutResidual p{P(t("linear_out")), P(param("output_b")), P(t("attn_residual")), P(output), rows, rng};
     run_kernel("bias_dropout_residual_fwd_ffn", &p, rows);
@@ -602,8 +618,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     main_waits_for(t("output_w_t"));
     main_waits_for(gi);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
-    kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows, gi, c.gelu_checkpoint ? t("ffn_gelu_out") : 0,
-                                        t("ffn_pre_gelu"));
+    kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows, I, H, gi,
+                                        c.gelu_checkpoint ? t("ffn_gelu_out") : 0, t("ffn_pre_gelu"));
     run_kernel("gemm_output_dgrad", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue

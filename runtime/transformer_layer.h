@@ -146,9 +146,13 @@ class TransformerLayer : public GpuLayer {
   std::vector<CUevent> side_events_;  // pool, reused every backward
   size_t side_events_used_ = 0;
   std::vector<std::pair<CUdeviceptr, CUevent>> side_touched_;  // buffer, side event after its last use
-  // gemm_sm90's params with the TMA descriptors of A [rows, H] and B [I, H] (K-major) set.
-  kp::GemmSm90 gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, CUdeviceptr out, CUdeviceptr gelu,
-                                  CUdeviceptr pre) const;
+  // gemm_sm90's params for C [rows, n] = A [rows, k] · B [n, k]ᵀ (both K-major) with the TMA
+  // descriptors of A, B and the epilogue's [rows, n] tensors (0: not used) set.
+  kp::GemmSm90 gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, int n, int k, CUdeviceptr out,
+                                  CUdeviceptr gelu = 0, CUdeviceptr pre = 0) const;
+  // A forward linear GEMM as a gemm_sm90 kernel (plan_.linear_gemm_sm90): out = A·Bᵀ (+ bias).
+  void gemm_sm90_linear(const char* name, CUdeviceptr a, CUdeviceptr b, int rows, int n, int k, CUdeviceptr out,
+                        CUdeviceptr bias = 0);
   // A weight-gradient GEMM: on the side stream when side_, else as gemm().
   void gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                  CUdeviceptr bias_grad);

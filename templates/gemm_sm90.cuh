@@ -1,10 +1,13 @@
-// gemm_sm90: the FFN's two GELU GEMMs on Hopper with the GELU fused into the epilogue, where
-// cuBLASLt has no erf-GELU epilogue (its GELU is the tanh form) and the separate bias_gelu passes
-// cost a read and a write of the [B·S, I] activations each.
+// gemm_sm90: dskc's Hopper GEMM C = A·Bᵀ. The FFN's two GELU GEMMs with the GELU fused into the
+// epilogue (cuBLASLt has no erf-GELU epilogue, its GELU is the tanh form, and the separate bias_gelu
+// passes cost a read and a write of the [B·S, I] activations each), and the forward's other linear
+// GEMMs with plain epilogues (DSKC_LINEAR_GEMM=sm90):
 //   kBiasGelu       (gemm_inter_fwd):    h = A·Bᵀ + bias, written to `out`; g = GELU(h) to `gelu`
 //   kBiasGeluNoPre  (inference):         only g
 //   kDGelu          (gemm_output_dgrad): dh = (A·Bᵀ) ⊙ GELU'(h), h read from `pre`, written to `out`
 //   kDGeluStoreGelu (gelu_checkpoint):   the same, and g = GELU(h) to `gelu`
+//   kBias           (gemm_qkv_fwd):      A·Bᵀ + bias to `out`
+//   kPlain          (gemm_attn_out_fwd, gemm_output_fwd): A·Bᵀ to `out`
 // A is [m, kK] and B [kN, kK], both row-major (K contiguous): C = A·Bᵀ is the layout of
 // x·Wᵀ with W = [out, in] as stored; the output layer's data gradient takes the transposed weight
 // (templates/weight_transpose.cuh). Values round exactly as on the cuBLASLt + bias_gelu path: the
@@ -44,33 +47,43 @@ struct GemmEpi {
   static constexpr int kBiasGeluNoPre = 1;
   static constexpr int kDGelu = 2;
   static constexpr int kDGeluStoreGelu = 3;
+  static constexpr int kBias = 4;
+  static constexpr int kPlain = 5;
+  // The epilogues without an elementwise pass (kBias, kPlain) need two shared-memory regions per math
+  // warpgroup instead of three, which leaves room for a fifth pipeline stage.
+  static constexpr bool plain(int epi) { return epi == kBias || epi == kPlain; }
 };
 
-// Shapes; compiler/plan.cpp mirrors kBlockM, kBlockN, kThreads and kSmemBytes (static_asserts in
+// Shapes; compiler/plan.cpp mirrors kBlockM, kBlockN, kThreads and smem_bytes (static_asserts in
 // the generated source).
 struct GemmSm90Tile {
-  static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64, kStages = 4;
+  static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64;
   static constexpr int kThreads = 384;
   static constexpr int kABytes = kBlockM * kBlockK * 2;  // one stage of A (128 rows x 128 bytes)
   static constexpr int kBBytes = kBlockN * kBlockK * 2;
   // Epilogue TMA boxes: 64 columns (128 bytes, swizzled) x 64 rows; a 64-row half of a tile of one
-  // tensor ("region") is two boxes; each math warpgroup has three regions (the backward: the h
-  // tile's two halves and the products).
+  // tensor ("region") is two boxes; each math warpgroup has three regions with a GELU epilogue (the
+  // backward: the h tile's two halves and the products), two with a plain one (the tile's halves).
   static constexpr int kBoxRows = 64, kBoxBytes = kBoxRows * 128, kHalfBytes = 2 * kBoxBytes;
-  static constexpr int kEpiBytes = 3 * kHalfBytes;
-  static constexpr int kBarriers = 2 * kStages + 2;
+  static constexpr int stages(int epi) { return GemmEpi::plain(epi) ? 5 : 4; }
+  static constexpr int epi_bytes(int epi) { return (GemmEpi::plain(epi) ? 2 : 3) * kHalfBytes; }
+  static constexpr int barriers(int epi) { return 2 * stages(epi) + 2; }
   // + 1024: the stages and boxes need 1024-byte alignment (128B swizzle) and the dynamic base has less.
-  static constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + 2 * kEpiBytes + 8 * kBarriers;
+  static constexpr int smem_bytes(int epi) {
+    return 1024 + stages(epi) * (kABytes + kBBytes) + 2 * epi_bytes(epi) + 8 * barriers(epi);
+  }
 };
-static_assert(GemmSm90Tile::kSmemBytes <= 227 * 1024, "gemm_sm90 needs more shared memory than an SM has");
+static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) <= 227 * 1024 &&
+                  GemmSm90Tile::smem_bytes(GemmEpi::kPlain) <= 227 * 1024,
+              "gemm_sm90 needs more shared memory than an SM has");
 
 struct GemmSm90Params {
   sm90::TmaDescriptor a;     // A [m, kK], box kBlockK x kBlockM
   sm90::TmaDescriptor b;     // B [kN, kK], box kBlockK x kBlockN
-  sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu) or dh (kDGelu*), 64 x 64 boxes (stores)
+  sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu), dh (kDGelu*) or C (kBias, kPlain), 64 x 64 boxes (stores)
   sm90::TmaDescriptor gelu;  // [m, kN] GELU(h) (kBiasGelu*, kDGeluStoreGelu), 64 x 64 boxes (stores)
   sm90::TmaDescriptor pre;   // [m, kN] the saved pre-activation h (kDGelu*), 64 x 64 boxes (loads)
-  const T* bias;             // [kN] (kBiasGelu*)
+  const T* bias;             // [kN] (kBiasGelu*, kBias)
   int m;
 };
 
@@ -83,8 +96,8 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 template <int kEpi>
-struct EpiHasBias {  // the forward epilogues (bias + GELU)
-  static constexpr bool value = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre;
+struct EpiHasBias {  // the epilogues that add a bias
+  static constexpr bool value = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre || kEpi == GemmEpi::kBias;
 };
 // This thread's stmatrix row address for column pair i (columns 16i..16i+15) of a half
 // region: lane l addresses row 16w + 8((l/8)%2) + l%8 of matrix l/8, whose columns start at
@@ -104,12 +117,14 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   using gemm_detail::frag_addr;
   static_assert(kN % G::kBlockN == 0 && kK % G::kBlockK == 0, "gemm_sm90 needs N % 128 == 0 and K % 64 == 0");
   constexpr bool kBias = gemm_detail::EpiHasBias<kEpi>::value;
-  constexpr int kTilesN = kN / G::kBlockN, kKBlocks = kK / G::kBlockK, kStages = G::kStages;
+  constexpr bool kLoadsPre = kEpi == GemmEpi::kDGelu || kEpi == GemmEpi::kDGeluStoreGelu;  // h by TMA
+  constexpr int kTilesN = kN / G::kBlockN, kKBlocks = kK / G::kBlockK, kStages = G::stages(kEpi);
+  constexpr int kEpiBytes = G::epi_bytes(kEpi);
   extern __shared__ unsigned char gemm_smem[];
   const uint32_t base = (sm90::smem_u32(gemm_smem) + 1023u) & ~1023u;
   const uint32_t s_a = base, s_b = base + kStages * G::kABytes;
   const uint32_t s_epi = s_b + kStages * G::kBBytes;
-  const uint32_t bars = s_epi + 2 * G::kEpiBytes;
+  const uint32_t bars = s_epi + 2 * kEpiBytes;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kStages + s); };
   auto hfull = [&](int c) { return bars + 8u * (2 * kStages + c); };
@@ -155,7 +170,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
 
   // ---- math warpgroup c: this block's tiles c, c + 2, ... (the j-th tile is blockIdx.x + j·grid) ----
   const int c = wg - 1, w = t / 32, l = t % 32;
-  const uint32_t epi = s_epi + c * G::kEpiBytes;
+  const uint32_t epi = s_epi + c * kEpiBytes;
   auto region = [&](int k) { return epi + k * G::kHalfBytes; };
   unsigned char* const smem_base = gemm_smem - sm90::smem_u32(gemm_smem);  // + a shared address = its pointer
   // The elementwise passes: warp w's rows (16w..16w+15 of a half: 256 16-byte chunks, the same
@@ -210,7 +225,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         sm90::wgmma_m64n128k16<T>(acc1, sm90::wgmma_desc_k128(a + 64 * 128 + 32 * k), db);
       }
       sm90::wgmma_commit();
-      if constexpr (!kBias) {
+      if constexpr (kLoadsPre) {
         // The tile's h into this warpgroup's regions (free once the previous tile's stores have read
         // them), arriving while the mainloop runs.
         if (kb == 0 && t == 0) {
@@ -266,7 +281,17 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         vec_at(dst + o) = g;
       }
     };
-    if constexpr (kEpi == GemmEpi::kBiasGelu) {
+    if constexpr (GemmEpi::plain(kEpi)) {
+      // Both halves staged (regions 0, 1), then stored: no elementwise pass.
+      regions_free();
+      stage_half(acc0, region(0));
+      stage_half(acc1, region(1));
+      publish();
+      if (t == 0) {
+        store_half(&p.out, region(0), n0, m0);
+        store_half(&p.out, region(1), n0, m0 + 64);
+      }
+    } else if constexpr (kEpi == GemmEpi::kBiasGelu) {
       // h0 -> region 0, GELU(h0) -> 1; h1 -> 2, GELU(h1) -> 0 once h0's stores have read it.
       regions_free();
       stage_half(acc0, region(0));

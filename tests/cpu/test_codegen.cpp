@@ -89,12 +89,14 @@ LayerPlan atomic_dq_plan(const LayerConfig& c) {
   return make_plan(c, {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Atomic});
 }
 LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused, AttnMask::Inline}); }
-// The plan for an sm_90 target, whose FFN GELU GEMMs are gemm_sm90 kernels where the layer allows.
-LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90) {
+// The plan for an sm_90 target, whose FFN GELU GEMMs are gemm_sm90 kernels where the layer allows
+// (and with LinearGemm::Sm90 the forward's other linear GEMMs too).
+LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90, LinearGemm lin = LinearGemm::Cublas) {
   PlanOptions o;
   o.attention = AttentionPath::FusedWhereSupported;
   o.attn_mask = AttnMask::Inline;
   o.ffn_gemm = ffn;
+  o.linear_gemm = lin;
   o.arch = "sm_90";
   return make_plan(c, o);
 }
@@ -1248,7 +1250,7 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(f.rows_per_block == 128);
     CHECK(f.tile_cols == 128);
     CHECK(f.cols == c.intermediate_size);
-    CHECK(f.dynamic_smem == kGemmSm90SmemBytes);
+    CHECK(f.dynamic_smem == gemm_sm90_smem_bytes(false));
     CHECK(f.dynamic_smem <= 227 * 1024);
     CHECK(f.grid_constant);
     CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
@@ -1264,7 +1266,8 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     const std::string src = emit(g).source;
     CHECK(src.find("void __launch_bounds__(384, 1) gemm_inter_fwd(const __grid_constant__ GemmSm90Params p)") !=
           std::string::npos);
-    CHECK(src.find("static_assert(GemmSm90Tile::kSmemBytes == " + std::to_string(kGemmSm90SmemBytes)) !=
+    CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) == " +
+                   std::to_string(gemm_sm90_smem_bytes(false))) !=
           std::string::npos);
     CHECK(emit_config_header(g).find("constexpr bool kFfnGemmSm90 = true;") != std::string::npos);
     CHECK(emit_config_header(cu).find("constexpr bool kFfnGemmSm90 = false;") != std::string::npos);
@@ -1351,6 +1354,113 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
   }
   for (const char* bad : {"cuBLAS", "sm_90", "wgmma"})
     check_env_error("DSKC_FFN_GEMM", bad, "sm90", "cublas", [] { ffn_gemm_from_env(); });
+}
+
+TEST_CASE("DSKC_LINEAR_GEMM=sm90 (the default): the forward's QKV, attention-output and output GEMMs become "
+          "gemm_sm90 kernels with plain epilogues on sm_90; DSKC_LINEAR_GEMM=cublas keeps cuBLASLt") {
+  for (DType t : {DType::F16, DType::BF16})
+    for (bool pre : {true, false})
+      for (bool train : {true, false}) {
+        CAPTURE(t);
+        CAPTURE(pre);
+        CAPTURE(train);
+        LayerConfig c = with_dtype(bert_large(), t);
+        c.pre_layer_norm = pre;
+        c.training = train;
+        const LayerPlan l = sm90_plan(c, FfnGemm::Cublas, LinearGemm::Sm90), cu = sm90_plan(c, FfnGemm::Cublas);
+        CHECK(l.linear_gemm_sm90);
+        CHECK_FALSE(cu.linear_gemm_sm90);
+        CHECK_FALSE(l.ffn_gemm_sm90);  // independent of DSKC_FFN_GEMM
+        // The three GEMMs join the kernel list where cuBLASLt ran them; nothing else changes.
+        std::vector<std::string> names = kernel_names(l);
+        auto at = [&](const char* n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
+        CHECK(at("gemm_qkv_fwd") == (pre ? at("layernorm_fwd_norm") + 1 : 0));
+        CHECK(at("gemm_attn_out_fwd") + 1 == at("bias_dropout_residual_layernorm_fwd_attn"));
+        CHECK(at("gemm_output_fwd") == at(pre ? "bias_dropout_residual_fwd_ffn" : "bias_dropout_residual_layernorm_fwd_ffn") - 1);
+        CHECK(at("gemm_output_fwd") == at("bias_gelu_fwd") + 1);
+        for (const char* k : {"gemm_qkv_fwd", "gemm_attn_out_fwd", "gemm_output_fwd"})
+          names.erase(std::find(names.begin(), names.end(), k));
+        CHECK(names == kernel_names(cu));
+        CHECK(l.activation_bytes() == cu.activation_bytes());
+        CHECK(l.workspace_bytes(64, 128) == cu.workspace_bytes(64, 128));
+        struct Want {
+          const char* name;
+          const char* inst;
+          const char* epi;
+          int cols;
+        };
+        for (const Want& w :
+             {Want{"gemm_qkv_fwd", "gemm_sm90_impl<3 * kHidden, kHidden, GemmEpi::kBias>", "kBias", 3072},
+              Want{"gemm_attn_out_fwd", "gemm_sm90_impl<kHidden, kHidden, GemmEpi::kPlain>", "kPlain", 1024},
+              Want{"gemm_output_fwd", "gemm_sm90_impl<kHidden, kInter, GemmEpi::kPlain>", "kPlain", 1024}}) {
+          CAPTURE(w.name);
+          const KernelInfo& k = *l.find_kernel(w.name);
+          CHECK(k.op == "gemm_sm90");
+          CHECK(k.pass == Pass::Forward);
+          CHECK(k.instantiation == w.inst);
+          CHECK(k.cols == w.cols);
+          CHECK(k.grid == GridKind::Persistent);
+          CHECK(k.tile_cols == 128);
+          CHECK(k.grid_constant);
+          // Two regions per warpgroup, five stages: 16 bytes more than the GELU epilogues' four stages
+          // and three regions, within the 227 KB an SM gives one block.
+          CHECK(k.dynamic_smem == gemm_sm90_smem_bytes(true));
+          CHECK(k.smem_check == std::string("GemmSm90Tile::smem_bytes(GemmEpi::") + w.epi + ")");
+        }
+        CHECK(gemm_sm90_smem_bytes(true) == gemm_sm90_smem_bytes(false) + 16);
+        const std::string src = emit(l).source;
+        CHECK(src.find("void __launch_bounds__(384, 1) gemm_output_fwd(const __grid_constant__ GemmSm90Params p)") !=
+              std::string::npos);
+        CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kPlain) == 230496") != std::string::npos);
+        CHECK(emit_config_header(l).find("constexpr bool kLinearGemmSm90 = true;") != std::string::npos);
+        CHECK(emit_config_header(cu).find("constexpr bool kLinearGemmSm90 = false;") != std::string::npos);
+        CHECK(emit(l).source != emit(cu).source);  // two modules, two cache entries
+        // With the FFN's gemm_sm90 kernels as well: six gemm_sm90 kernels, the same in the forward order.
+        const LayerPlan both = sm90_plan(c, FfnGemm::Sm90, LinearGemm::Sm90);
+        const std::vector<std::string> bn = kernel_names(both);
+        auto at2 = [&](const char* n) { return std::find(bn.begin(), bn.end(), n) - bn.begin(); };
+        CHECK(at2("gemm_output_fwd") == at2("gemm_inter_fwd") + 1);
+      }
+  // Where it does not apply: other targets, fp32, a hidden size that is not a multiple of 128 (the
+  // output GEMMs' N), an intermediate size not a multiple of 64 (the output GEMM's K).
+  CHECK(linear_gemm_sm90_supported(bert_large(), "sm_90"));
+  for (const char* arch : {"", "sm_80", "sm_86", "sm_89"}) CHECK_FALSE(linear_gemm_sm90_supported(bert_large(), arch));
+  CHECK_FALSE(sm90_plan(with_dtype(bert_large(), DType::F32), FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);
+  LayerConfig base = bert_large();
+  base.hidden_size = 768;
+  base.heads = 12;
+  base.intermediate_size = 3072;
+  CHECK(sm90_plan(base, FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);  // 768 = 6 x 128
+  LayerConfig narrow = bert_large();
+  narrow.hidden_size = 1088;  // 17 x 64, not a multiple of 128
+  narrow.heads = 16;
+  CHECK_FALSE(sm90_plan(narrow, FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);
+  LayerConfig odd = bert_large();
+  odd.intermediate_size = 4000;  // not a multiple of 64
+  CHECK_FALSE(sm90_plan(odd, FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);
+  // The environment: gemm_sm90 by default on sm_90 (the measured choice, bench/NOTES.md v19).
+  CHECK(kLinearGemmDefault == LinearGemm::Sm90);
+  PlanOptions o;
+  o.arch = "sm_90";
+  {
+    dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", nullptr);
+    CHECK(make_plan(bert_large(), o).linear_gemm_sm90);
+    CHECK(make_plan(bert_large(), o).find_kernel("gemm_qkv_fwd"));
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "cublas");
+    CHECK_FALSE(make_plan(bert_large(), o).linear_gemm_sm90);
+    CHECK_FALSE(make_plan(bert_large(), o).find_kernel("gemm_qkv_fwd"));
+    CHECK(sm90_plan(bert_large(), FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);  // explicit options win
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "sm90");
+    CHECK(make_plan(bert_large(), o).linear_gemm_sm90);
+    o.arch = "sm_80";
+    CHECK_FALSE(make_plan(bert_large(), o).linear_gemm_sm90);
+  }
+  for (const char* bad : {"cuBLAS", "sm_90", "sm90_fwd"})
+    check_env_error("DSKC_LINEAR_GEMM", bad, "sm90", "cublas", [] { linear_gemm_from_env(); });
 }
 
 TEST_CASE("default fused backward: attn_flash_bwd_dkdv stores dSᵀ for the dQ GEMM; DSKC_ATTN_DQ=kernel keeps "
@@ -1587,7 +1697,8 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     const LayerPlan plan_stochastic = atomic_dq_plan(cs);
     const LayerPlan plan_dq_kernel =
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
-    const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t));  // gemm_sm90, weight_transpose (fp16/bf16)
+    // gemm_sm90 (every epilogue), weight_transpose (fp16/bf16)
+    const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t), FfnGemm::Sm90, LinearGemm::Sm90);
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
                       module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source,
                       module_sm90 = emit(plan_sm90).source;
@@ -1623,7 +1734,7 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_dq_kernel, k.name);
             wrapped.push_back(k.name);
           }
-        for (const auto& k : plan_sm90.kernels)  // gemm_inter_fwd, transpose_output_w, gemm_output_dgrad
+        for (const auto& k : plan_sm90.kernels)  // gemm_*_fwd, transpose_output_w, gemm_output_dgrad
           if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
             tu += wrapper_of(module_sm90, k.name);
             wrapped.push_back(k.name);

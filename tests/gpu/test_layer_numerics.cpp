@@ -108,7 +108,7 @@ Inputs make_inputs(const LayerConfig& c, int B, int S, bool mask, uint64_t seed)
   return in;
 }
 
-// `read`: plan tensors ([B·S, I] each) to return, every byte set to 0xFF (NaN in fp16 and bf16)
+// `read`: plan tensors to return, every byte set to 0xFF (NaN in fp16 and bf16)
 // before the pass that writes them (saved tensors before forward, workspace before backward), so
 // an element the layer does not write shows up as NaN.
 GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string, std::vector<float>>& params,
@@ -122,11 +122,18 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
   layer.set_params(params);
   const DType t = c.dtype();
   const size_t n = in.x.size(), eb = dtype_bytes(t);
-  const size_t ffn = static_cast<size_t>(B) * S * c.intermediate_size;
+  // A `read` tensor's bytes at (B, S), from the plan (saved or workspace).
+  auto bytes_of = [&](const std::string& name) -> size_t {
+    if (const TensorInfo* s = layer.plan().find_saved(name)) return static_cast<size_t>(s->bytes(B, S));
+    for (const auto& w : layer.plan().workspace)
+      if (w.name == name) return static_cast<size_t>(w.bytes(B, S));
+    FAIL("no plan tensor " << name);
+    return 0;
+  };
   auto poison = [&](bool saved) {
     for (const auto& name : read)
       if ((layer.plan().find_saved(name) != nullptr) == saved)
-        DSKC_CU(cuMemsetD8Async(layer.tensor(name), 0xFF, ffn * eb, ctx.stream()));
+        DSKC_CU(cuMemsetD8Async(layer.tensor(name), 0xFF, bytes_of(name), ctx.stream()));
   };
   DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), m(ctx, in.mask.size() * eb), dy(ctx, n * eb), dx(ctx, n * eb);
   upload(ctx, x.ptr(), in.x, t);
@@ -142,7 +149,7 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
     r.grads = layer.get_grads();
   }
   r.output = download(ctx, y.ptr(), n, t);
-  for (const auto& name : read) r.tensors[name] = download(ctx, layer.tensor(name), ffn, t);
+  for (const auto& name : read) r.tensors[name] = download(ctx, layer.tensor(name), bytes_of(name) / eb, t);
   return r;
 }
 
@@ -554,5 +561,68 @@ TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuB
       agree("grad_input", got.grad_input, want.grad_input, layer);
       for (const auto& [name, v] : want.grads) agree("grad_" + name, got.grads.at(name), v, layer);
     }
+  }
+}
+
+// gemm_sm90's plain epilogues (DSKC_LINEAR_GEMM=sm90: the forward's QKV + bias, attention-output and
+// output GEMMs) against cuBLASLt on the same inputs: qkv (poisoned first: every element written),
+// the layer's output and every gradient, within fp16/bf16 rounding (the products differ only in fp32
+// summation order). Partial and sub-tile row counts, BERT-Large and BERT-Base widths (3H = 18 or 24
+// column tiles, K = 768 .. 4096), Post-LN, inference, and with the FFN's gemm_sm90 kernels as well.
+TEST_CASE("gemm_sm90 linear GEMMs (DSKC_LINEAR_GEMM=sm90) agree with the cuBLASLt path (qkv, outputs, gradients)") {
+  dskc_test::require_gpu();
+  if (detect_gpu_arch().value_or("") != "sm_90") {
+    std::printf("SKIPPED: gemm_sm90 runs on sm_90 GPUs only (this one is %s)\n", detect_gpu_arch().value_or("?").c_str());
+    return;
+  }
+  struct Case {
+    const char* name;
+    int H, heads, I, B, S;
+    DType t;
+    bool pre, training;
+    const char* ffn;
+  };
+  const Case cases[] = {
+      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, true, "cublas"},
+      {"fp16 BERT-Large Pre-LN, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, true, "cublas"},
+      {"bf16 BERT-Base Post-LN, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, false, true, "cublas"},
+      {"fp16 BERT-Large, 1 x 7 rows, FFN gemm_sm90 too", 1024, 16, 4096, 1, 7, DType::F16, true, true, "sm90"},
+      {"bf16 BERT-Large, 16 x 512 rows, FFN gemm_sm90 too", 1024, 16, 4096, 16, 512, DType::BF16, true, true, "sm90"},
+      {"fp16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::F16, true, false, "cublas"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.name);
+    std::printf("case %s\n", k.name);
+    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
+    c.training = k.training;
+    Context ctx_cublas, ctx_sm90;
+    const auto params = test_params(c, 51);
+    const Inputs in = make_inputs(c, k.B, k.S, true, 53);
+    const std::vector<std::string> read = k.training ? std::vector<std::string>{"qkv"} : std::vector<std::string>{};
+    const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", k.ffn);
+    GpuResult want;
+    {
+      const dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "cublas");
+      want = run_gpu(ctx_cublas, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
+    }
+    const dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "sm90");
+    PlanOptions po;
+    po.arch = "sm_90";
+    const LayerPlan plan = make_plan(c, po);
+    REQUIRE(plan.linear_gemm_sm90);
+    REQUIRE(plan.find_kernel("gemm_output_fwd"));
+    const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
+    const double direct = k.t == DType::F16 ? 1e-3 : 8e-3, layer = k.t == DType::F16 ? 4e-3 : 2e-2;
+    auto agree = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w, double limit) {
+      const auto e = compare(g, std::vector<double>(w.begin(), w.end()));
+      std::printf("  %-22s rel %.3g  max abs %.3g at %zu (%g vs %g)\n", what.c_str(), e.rel, e.max_abs, e.index,
+                  e.at_value, e.at_ref);
+      CHECK_MESSAGE(e.rel <= limit, what << ": gemm_sm90 vs cuBLASLt " << e.rel << " above " << limit);
+    };
+    for (const auto& name : read) agree(name, got.tensors.at(name), want.tensors.at(name), direct);
+    agree("output", got.output, want.output, layer);
+    if (!k.training) continue;
+    agree("grad_input", got.grad_input, want.grad_input, layer);
+    for (const auto& [name, v] : want.grads) agree("grad_" + name, got.grads.at(name), v, layer);
   }
 }
