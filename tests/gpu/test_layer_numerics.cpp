@@ -153,6 +153,25 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
   return r;
 }
 
+// A gemm_sm90 path (`got`) against the cuBLASLt path (`want`) on the same inputs: the `read` tensors
+// within fp16/bf16 rounding of each other, the layer output and (training) every gradient within a
+// few roundings (the products differ only in fp32 summation order).
+void check_sm90_agrees(const GpuResult& got, const GpuResult& want, const std::vector<std::string>& read, DType t,
+                       bool training) {
+  const double direct = t == DType::F16 ? 1e-3 : 8e-3, layer = t == DType::F16 ? 4e-3 : 2e-2;
+  auto agree = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w, double limit) {
+    const auto e = compare(g, std::vector<double>(w.begin(), w.end()));
+    std::printf("  %-22s rel %.3g  max abs %.3g at %zu (%g vs %g)\n", what.c_str(), e.rel, e.max_abs, e.index,
+                e.at_value, e.at_ref);
+    CHECK_MESSAGE(e.rel <= limit, what << ": gemm_sm90 vs cuBLASLt " << e.rel << " above " << limit);
+  };
+  for (const auto& name : read) agree(name, got.tensors.at(name), want.tensors.at(name), direct);
+  agree("output", got.output, want.output, layer);
+  if (!training) return;
+  agree("grad_input", got.grad_input, want.grad_input, layer);
+  for (const auto& [name, v] : want.grads) agree("grad_" + name, got.grads.at(name), v, layer);
+}
+
 // Runs one case and checks every tensor.
 void check_case(const std::string& name, const LayerConfig& c, int B, int S, bool mask,
                 AttentionPath path = AttentionPath::FusedWhereSupported) {
@@ -548,18 +567,7 @@ TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuB
       REQUIRE(plan.ffn_gemm_sm90);
       REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && std::string(mode) == "sm90"));
       const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-      const double direct = k.t == DType::F16 ? 1e-3 : 8e-3, layer = k.t == DType::F16 ? 4e-3 : 2e-2;
-      auto agree = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w, double limit) {
-        const auto e = compare(g, std::vector<double>(w.begin(), w.end()));
-        std::printf("  %-22s rel %.3g  max abs %.3g at %zu (%g vs %g)\n", what.c_str(), e.rel, e.max_abs, e.index,
-                    e.at_value, e.at_ref);
-        CHECK_MESSAGE(e.rel <= limit, what << ": gemm_sm90 vs cuBLASLt " << e.rel << " above " << limit);
-      };
-      for (const auto& name : read) agree(name, got.tensors.at(name), want.tensors.at(name), direct);
-      agree("output", got.output, want.output, layer);
-      if (!k.training) continue;
-      agree("grad_input", got.grad_input, want.grad_input, layer);
-      for (const auto& [name, v] : want.grads) agree("grad_" + name, got.grads.at(name), v, layer);
+      check_sm90_agrees(got, want, read, k.t, k.training);
     }
   }
 }
@@ -612,17 +620,6 @@ TEST_CASE("gemm_sm90 linear GEMMs (DSKC_LINEAR_GEMM=sm90) agree with the cuBLASL
     REQUIRE(plan.linear_gemm_sm90);
     REQUIRE(plan.find_kernel("gemm_output_fwd"));
     const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-    const double direct = k.t == DType::F16 ? 1e-3 : 8e-3, layer = k.t == DType::F16 ? 4e-3 : 2e-2;
-    auto agree = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w, double limit) {
-      const auto e = compare(g, std::vector<double>(w.begin(), w.end()));
-      std::printf("  %-22s rel %.3g  max abs %.3g at %zu (%g vs %g)\n", what.c_str(), e.rel, e.max_abs, e.index,
-                  e.at_value, e.at_ref);
-      CHECK_MESSAGE(e.rel <= limit, what << ": gemm_sm90 vs cuBLASLt " << e.rel << " above " << limit);
-    };
-    for (const auto& name : read) agree(name, got.tensors.at(name), want.tensors.at(name), direct);
-    agree("output", got.output, want.output, layer);
-    if (!k.training) continue;
-    agree("grad_input", got.grad_input, want.grad_input, layer);
-    for (const auto& [name, v] : want.grads) agree("grad_" + name, got.grads.at(name), v, layer);
+    check_sm90_agrees(got, want, read, k.t, k.training);
   }
 }
