@@ -128,6 +128,25 @@ AttnDq attn_dq_from_env() {
                     "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 
+AttnBwd attn_bwd_from_env() {
+  return env_choice("DSKC_ATTN_BWD", kAttnBwdDefault,
+                    {{"sync", AttnBwd::Sync}, {"wgmma", AttnBwd::Wgmma}, {"wgmma2", AttnBwd::Wgmma2}},
+                    "\"wgmma\" (the default: on Hopper, fp16/bf16 at head dim 64, attn_flash_bwd_dkdv on warpgroup "
+                    "MMA, one math warpgroup per block), \"wgmma2\" (two math warpgroups per block) or \"sync\" "
+                    "(the mma.sync kernel)");
+}
+
+bool attn_bwd_wgmma_supported(const LayerConfig& c, const std::string& arch) {
+  return arch == "sm_90" && c.dtype() != DType::F32 && c.head_dim() == 64 && c.hidden_size % 8 == 0;
+}
+
+int flash_wg_bwd_smem_bytes(int wgs) {
+  // Mirrors FlashWgBwdTile (templates/attn_flash_bwd_wgmma.cuh): K/V tiles, 3 Q/dO stages, two dSᵀ
+  // regions per warpgroup (8 KB tiles), the key mask, a counter per stage, 4 barriers.
+  const int tile = 64 * 128, stages = 3, keys = 64 * wgs;
+  return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + keys * 4 + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
+}
+
 int attn_fwd_stages_from_env() {
   return env_choice("DSKC_ATTN_FWD_STAGES", 1, {{"1", 1}, {"2", 2}},
                     "\"1\" (the default: attn_flash_fwd loads each K/V tile between two barriers) or \"2\" (it "
@@ -309,6 +328,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   // Read (and validated) whatever the layer, like DSKC_ATTENTION; it matters only with bits below.
   const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
   const AttnDq dq_src = opt.attn_dq == AttnDq::FromEnvironment ? attn_dq_from_env() : opt.attn_dq;
+  const AttnBwd bwd_src = opt.attn_bwd == AttnBwd::FromEnvironment ? attn_bwd_from_env() : opt.attn_bwd;
   plan.ln_bwd_warp_rows = (opt.ln_bwd == LnBwd::FromEnvironment ? ln_bwd_from_env() : opt.ln_bwd) == LnBwd::WarpRows;
   const BiasGrad bias_src = opt.bias_grad == BiasGrad::FromEnvironment ? bias_grad_from_env() : opt.bias_grad;
   Builder b{c, plan};
@@ -512,6 +532,23 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "fused attention backward in one pass (stochastic_mode): dK, dV per key tile + the tile's dQ share "
                 "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
                 "writes dQ into grad_qkv (" + re + ")");
+      } else if (dq_gemm && bwd_src != AttnBwd::Sync && attn_bwd_wgmma_supported(c, opt.arch)) {
+        const int wgs = bwd_src == AttnBwd::Wgmma2 ? 2 : 1;
+        plan.attn_bwd_wgmma = true;
+        plan.attn_bwd_wgs = wgs;
+        const std::string tile = fmt::format("FlashWgBwdTile<{}>", wgs);
+        b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdWgParams",
+                fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}>", wgs), tile + "::kThreads",
+                128 * wgs, tile + "::kKeys", 64 * wgs,
+                fmt::format("fused attention backward on warpgroup MMA ({} warpgroup{} of 64 keys per block, Q/dO by "
+                            "TMA in 3 stages): dK, dV per key tile + dSᵀ into grad_scores by TMA for the dQ GEMM ({})",
+                            wgs, wgs == 1 ? "" : "s", re));
+        KernelInfo& k = plan.kernels.back();
+        k.op = "attn_flash_bwd_wgmma";
+        k.min_blocks = tile + "::kMinBlocks";
+        k.dynamic_smem = flash_wg_bwd_smem_bytes(wgs);
+        k.smem_check = tile + "::smem_bytes";
+        k.grid_constant = true;
       } else if (dq_gemm) {
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams",
                 "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>", "FlashBwdTile::kThreads", fb,

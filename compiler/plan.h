@@ -144,6 +144,12 @@ struct LayerPlan {
   // runtime computes dQ = dS·K/√d with one batched GEMM (gemm_attn_dq) instead of attn_flash_bwd_dq,
   // which would compute P and dS a second time. Deterministic like the kernel it replaces.
   bool attn_dq_gemm = false;
+  // With attn_dq_gemm on sm_90 (fp16/bf16, head dim 64): attn_flash_bwd_dkdv is the wgmma kernel of
+  // templates/attn_flash_bwd_wgmma.cuh (TMA-fed Q/dO stages, products on warpgroup MMA, dSᵀ stored by
+  // TMA) with attn_bwd_wgs math warpgroups (64 keys each) per block, instead of the mma.sync kernel.
+  // Same outputs and the same determinism; DSKC_ATTN_BWD picks (bench/NOTES.md v20).
+  bool attn_bwd_wgmma = false;
+  int attn_bwd_wgs = 1;
   // The FFN's GELU GEMMs as dskc's own Hopper kernels with the GELU in their epilogue
   // (templates/gemm_sm90.cuh: TMA + wgmma, warp-specialized, persistent), for sm_90 targets with
   // fp16/bf16, intermediate_size % 128 == 0 and hidden_size % 64 == 0, bias gradients from cuBLASLt
@@ -184,6 +190,14 @@ enum class AttnDq {
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
 };
+// Which kernel computes dK, dV (and dSᵀ) with the dQ GEMM (LayerPlan::attn_bwd_wgmma).
+enum class AttnBwd {
+  FromEnvironment,  // DSKC_ATTN_BWD: unset or "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"
+  Sync,             // the mma.sync kernel (templates/attn_flash_bwd.cuh), every arch
+  Wgmma,            // sm_90 where supported: the wgmma kernel, one math warpgroup per block (two blocks per SM)
+  Wgmma2,           // the same with two math warpgroups per block sharing each Q/dO stage (one block per SM)
+};
+constexpr AttnBwd kAttnBwdDefault = AttnBwd::Wgmma;
 // Where tanh-GELU layers compute the GELU and its gradient (LayerPlan::gelu_in_gemm).
 enum class GeluPath {
   FromEnvironment,         // DSKC_GELU: unset, "" or "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel
@@ -234,6 +248,7 @@ struct PlanOptions {
   // The GPU the module is built for ("sm_80" .. "sm_90"; empty: not known). Kernels that exist for one
   // architecture only (gemm_sm90) are planned only for it.
   std::string arch = "";
+  AttnBwd attn_bwd = AttnBwd::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -251,6 +266,13 @@ LnBwd ln_bwd_from_env();
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
+// Reads DSKC_ATTN_BWD (unset, "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"); any other value is an
+// Error(Config) naming the variable.
+AttnBwd attn_bwd_from_env();
+// Whether a layer's fused attention backward can use the wgmma dK/dV kernel on `arch`.
+bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
+// Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).
+int flash_wg_bwd_smem_bytes(int wgs);
 // Reads DSKC_ATTN_FWD_STAGES (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config)
 // naming the variable.
 int attn_fwd_stages_from_env();

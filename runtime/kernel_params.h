@@ -104,6 +104,15 @@ struct AttnFlashBwd {
   Ptr ds;                // grad_scores: dSᵀ for the dQ GEMM (plan attn_dq_gemm); else nullptr
   int batch, seq;
 };
+// templates/attn_flash_bwd_wgmma.cuh (AttnFlashBwdWgParams): TMA maps first, like GemmSm90.
+struct AttnFlashBwdWg {
+  CUtensorMap qkv, dctx, ds;
+  Ptr mask;
+  const float *lse, *dot;
+  const uint32_t* bits;
+  Ptr dqkv;
+  int batch, seq;
+};
 struct AttnDropoutBits {
   uint32_t* bits;
   int batch, seq;
@@ -132,6 +141,7 @@ static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
 static_assert(sizeof(AttnFlashBwd) == 88);
+static_assert(sizeof(AttnFlashBwdWg) == 512 && offsetof(AttnFlashBwdWg, mask) == 384);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);

@@ -11,5 +11,10 @@
 namespace dskc {
 
 CUtensorMap tma_kmajor_128b(CUdeviceptr base, DType t, int rows, int k, int ld, int box_rows);
+// A 3-D view [batches][rows][cols] of 16-bit elements (row stride `ld` elements, `rows` rows per
+// batch) in boxes of 64 columns x box_rows rows x 1, 128-byte swizzle: a box that crosses the end of
+// one batch's rows reads zeros there (and a store skips them) instead of touching the next batch's.
+// The fused attention backward's per-sequence tiles (templates/attn_flash_bwd_wgmma.cuh).
+CUtensorMap tma_rows_3d_128b(CUdeviceptr base, DType t, int cols, int rows, int batches, int ld, int box_rows);
 
 }  // namespace dskc

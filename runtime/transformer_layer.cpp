@@ -689,7 +689,25 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     } else if (dq_gemm) {
       // dK, dV and dSᵀ (row = key) per key tile; then dQ = dS·K/√d per head: A = grad_scores read
       // transposed, B = K in place in qkv, C = the dQ columns of grad_qkv.
-      run_kernel("attn_flash_bwd_dkdv", &pb, rows);
+      if (plan_.attn_bwd_wgmma) {
+        // The wgmma kernel takes Q/K/V and dO by TMA (per-sequence 3-D views: rows past S read as
+        // zero) and stores dSᵀ by TMA ([B·heads][S][padded S]).
+        const DType dt = c.dtype();
+        kp::AttnFlashBwdWg pw{};
+        pw.qkv = tma_rows_3d_128b(t("qkv"), dt, 3 * H, seq, batch_, 3 * H, 64);
+        pw.dctx = tma_rows_3d_128b(lin, dt, H, seq, batch_, H, 64);
+        pw.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
+        pw.mask = P(mask_);
+        pw.lse = F(t("attn_lse"));
+        pw.dot = F(t("attn_row_dot"));
+        pw.bits = pb.bits;
+        pw.dqkv = P(gq);
+        pw.batch = batch_;
+        pw.seq = seq;
+        run_kernel("attn_flash_bwd_dkdv", &pw, rows);
+      } else {
+        run_kernel("attn_flash_bwd_dkdv", &pb, rows);
+      }
       gemm_batched("gemm_attn_dq", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK),
                    array(kDQ), n, scale);
     } else {

@@ -95,6 +95,18 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDescriptor* m
       : "memory");
 #endif
 }
+// The same for a 3-D tensor map (coordinates innermost first): the box at (c0, c1, c2); elements
+// outside the tensor (e.g. rows past one sequence's end, where dim 1 is the sequence) read as zero.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const TmaDescriptor* map, uint32_t bar, int c0, int c1,
+                                            int c2) {
+#if DSKC_SM90A
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+#endif
+}
 __device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* map) {
 #if DSKC_SM90A
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -111,6 +123,15 @@ __device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, uint32_t 
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
                    reinterpret_cast<uint64_t>(map)),
                "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+#endif
+}
+// 3-D form of tma_store_2d: elements outside the tensor are not written.
+__device__ __forceinline__ void tma_store_3d(const TmaDescriptor* map, uint32_t src, int c0, int c1, int c2) {
+#if DSKC_SM90A
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 #endif
 }
@@ -173,6 +194,16 @@ __device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
 }
 
+// The same layout read N-major (B = [k][n] with n contiguous: 64-element rows of 128 bytes, one
+// row per k, 128B-swizzled as TMA writes a [k rows][64 columns] box), for wgmma's transposed-B
+// form (imm-tnsp-b = 1). Canonical layout ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)) in elements: with
+// N = 64 there is one 64-wide block (the LBO stride is never used) and SBO = 1024 bytes between
+// 8-row groups of k; both fields are set to 1024. A k16 step advances the start by 16 rows (2048 B).
+__device__ __forceinline__ uint64_t wgmma_desc_mn128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
 // Pins accumulator registers in program order around the asynchronous wgmmas: the compiler may not
 // move their reads (the epilogue) above a wgmma_wait, nor their writes (zeroing) below a wgmma.
 template <int kN>
@@ -226,6 +257,55 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " DSKC_WGMMA_D64 ", %64, %65, 1, 1, 1, 0, 0;\n"
         : DSKC_F64(d)
         : "l"(desc_a), "l"(desc_b));
+  }
+#endif
+}
+
+// The 32 accumulator operands of an m64n64 wgmma.
+#define DSKC_WGMMA_D32                                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define DSKC_F32(d) DSKC_F8(d, 0), DSKC_F8(d, 8), DSKC_F8(d, 16), DSKC_F8(d, 24)
+
+// D[64x64] (+)= A[64x16] · B[64x16]ᵀ, both K-major in shared memory; `accumulate` = 0 overwrites D
+// (scale-d). D layout: thread t, w = t / 32, l = t % 32 holds for 8-column group j (0-7) d[4j], d[4j+1]
+// = (row 16w + l/4, cols 8j + 2(l%4), +1) and d[4j+2], d[4j+3] = row + 8.
+template <typename E>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#if DSKC_SM90A
+  if constexpr (SameType<E, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : DSKC_F32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : DSKC_F32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+#endif
+}
+// D[64x64] += A[64x16] · B[16x64], A from registers (four 16-bit pairs per thread in the layout of
+// mma.m16n8k16's A fragment, warp w holding rows 16w..16w+15: the accumulator layout above, packed
+// per k16 step), B N-major in shared memory (wgmma_desc_mn128, imm-tnsp-b = 1).
+template <typename E>
+__device__ __forceinline__ void wgmma_m64n64k16_rs_tn(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+#if DSKC_SM90A
+  if constexpr (SameType<E, __half>::value) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " DSKC_WGMMA_D32 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+        : DSKC_F32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  } else {
+    static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+        : DSKC_F32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
   }
 #endif
 }

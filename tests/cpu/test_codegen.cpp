@@ -1573,6 +1573,107 @@ TEST_CASE("DSKC_BIAS_GRAD: gemv (default), epilogue, partials; anything else is 
     check_env_error("DSKC_BIAS_GRAD", bad, "gemv", "partials", [] { bias_grad_from_env(); });
 }
 
+TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN_BWD=wgmma, the default; wgmma2; "
+          "sync)") {
+  auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnBwd bwd, AttnDq dq = AttnDq::Gemm) {
+    PlanOptions o;
+    o.attention = AttentionPath::FusedWhereSupported;
+    o.attn_dq = dq;
+    o.arch = arch;
+    o.attn_bwd = bwd;
+    return make_plan(c, o);
+  };
+  for (DType t : {DType::F16, DType::BF16})
+    for (unsigned f : {kNoFlag, kAttnCkpt, kAllFlags})
+      for (bool pre_ln : {true, false}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(f);
+        CAPTURE(pre_ln);
+        LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
+        c.pre_layer_norm = pre_ln;
+        const LayerPlan w1 = plan_for(c, "sm_90", AttnBwd::Wgmma), w2 = plan_for(c, "sm_90", AttnBwd::Wgmma2),
+                        s = plan_for(c, "sm_90", AttnBwd::Sync);
+        CHECK(w1.attn_bwd_wgmma);
+        CHECK(w1.attn_bwd_wgs == 1);
+        CHECK(w2.attn_bwd_wgmma);
+        CHECK(w2.attn_bwd_wgs == 2);
+        CHECK_FALSE(s.attn_bwd_wgmma);
+        // The same kernels in the same order, the same memory: only attn_flash_bwd_dkdv's code differs.
+        CHECK(kernel_names(w1) == kernel_names(s));
+        CHECK(w1.activation_bytes() == s.activation_bytes());
+        CHECK(w1.workspace_bytes(64, 128) == s.workspace_bytes(64, 128));
+        const KernelInfo* k1 = w1.find_kernel("attn_flash_bwd_dkdv");
+        const KernelInfo* k2 = w2.find_kernel("attn_flash_bwd_dkdv");
+        const KernelInfo* ks = s.find_kernel("attn_flash_bwd_dkdv");
+        REQUIRE(k1);
+        REQUIRE(k2);
+        REQUIRE(ks);
+        CHECK(ks->op == "attn_flash_bwd");
+        CHECK(ks->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
+        for (const KernelInfo* k : {k1, k2}) {
+          const int wgs = k == k1 ? 1 : 2;
+          CHECK(k->op == "attn_flash_bwd_wgmma");
+          CHECK(k->params_type == "AttnFlashBwdWgParams");
+          CHECK(k->instantiation == fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}>", wgs));
+          CHECK(k->block == 128 * wgs);
+          CHECK(k->rows_per_block == 64 * wgs);
+          CHECK(k->grid == GridKind::FlashTiles);
+          CHECK(k->grid_constant);
+          CHECK(k->min_blocks == fmt::format("FlashWgBwdTile<{}>::kMinBlocks", wgs));
+          CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(wgs));
+          CHECK(k->fuses.find("dSᵀ into grad_scores by TMA for the dQ GEMM") != std::string::npos);
+        }
+      }
+  // Shared memory: K/V, three Q/dO stages, two dSᵀ regions per warpgroup (8 KB tiles) and the small
+  // rest; two one-warpgroup blocks fit on an SM (228 KB), one of two.
+  CHECK(flash_wg_bwd_smem_bytes(1) == 1024 + 2 * 8192 + 6 * 8192 + 2 * 8192 + 256 + 16 + 32);
+  CHECK(flash_wg_bwd_smem_bytes(2) == 1024 + 4 * 8192 + 6 * 8192 + 4 * 8192 + 512 + 16 + 32);
+  CHECK(2 * flash_wg_bwd_smem_bytes(1) <= 228 * 1024);
+  // The default (DSKC_ATTN_BWD unset) on sm_90 is the one-warpgroup kernel; the source differs.
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", nullptr);
+    const LayerPlan d = plan_for(bert_large(), "sm_90", AttnBwd::FromEnvironment);
+    CHECK(d.attn_bwd_wgmma);
+    CHECK(d.attn_bwd_wgs == 1);
+    CHECK(emit(d).source != emit(plan_for(bert_large(), "sm_90", AttnBwd::Sync)).source);
+  }
+  // Where it does not apply, the option changes nothing: other archs, head dims other than 64, dQ by
+  // its own kernel or stochastic_mode's atomics, inference, fp32 (unfused attention).
+  LayerConfig d32 = bert_large(), d128 = bert_large(), sto = bert_large(), inference = bert_large();
+  d32.heads = 32;
+  d128.heads = 8;
+  sto.stochastic_mode = true;
+  inference.training = false;
+  const std::pair<LayerConfig, AttnDq> off[] = {{d32, AttnDq::Gemm},  {d128, AttnDq::Gemm},
+                                                {bert_large(), AttnDq::Kernel}, {sto, AttnDq::Atomic},
+                                                {inference, AttnDq::Gemm}, {with_dtype(bert_large(), DType::F32), AttnDq::Gemm}};
+  for (const auto& [c, dq] : off) {
+    CAPTURE(c.head_dim());
+    CAPTURE(static_cast<int>(dq));
+    const LayerPlan w = plan_for(c, "sm_90", AttnBwd::Wgmma, dq), s = plan_for(c, "sm_90", AttnBwd::Sync, dq);
+    CHECK_FALSE(w.attn_bwd_wgmma);
+    CHECK(emit(w).source == emit(s).source);
+  }
+  for (const char* arch : {"sm_80", "sm_86", "sm_89"}) {
+    CAPTURE(arch);
+    const LayerPlan w = plan_for(bert_large(), arch, AttnBwd::Wgmma2);
+    CHECK_FALSE(w.attn_bwd_wgmma);
+    CHECK(w.find_kernel("attn_flash_bwd_dkdv")->op == "attn_flash_bwd");
+  }
+  // DSKC_ATTN_BWD, read when the options leave the choice to it; a bad value is a config error.
+  auto from_env = [&](const char* v) {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", v);
+    const LayerPlan p = plan_for(bert_large(), "sm_90", AttnBwd::FromEnvironment);
+    return p.attn_bwd_wgmma ? p.attn_bwd_wgs : 0;
+  };
+  CHECK(from_env("") == 1);
+  CHECK(from_env("wgmma") == 1);
+  CHECK(from_env("wgmma2") == 2);
+  CHECK(from_env("sync") == 0);
+  for (const char* bad : {"WGMMA", "mma", "wgmma "})
+    check_env_error("DSKC_ATTN_BWD", bad, "wgmma", "sync", [] { attn_bwd_from_env(); });
+}
+
 TEST_CASE("stochastic_mode with DSKC_ATTN_DQ=atomic: single-pass fused attention backward attn_flash_bwd_dkdvdq "
           "with an fp32 dQ accumulator in the workspace") {
   // The deterministic list with attn_flash_bwd_dkdv (+ the dQ GEMM) replaced by the one kernel,
@@ -1930,6 +2031,7 @@ struct ModuleCase {
   bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
   bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
   int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
+  AttnBwd attn_bwd = AttnBwd::FromEnvironment;  // sm_90, head dim 64: the wgmma dK/dV kernel by default
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -1952,6 +2054,7 @@ void compile_module(const ModuleCase& mc) {
                   : mc.dq_atomic ? AttnDq::Atomic
                                  : AttnDq::Gemm};
   opt.attn_fwd_stages = mc.fwd_stages;
+  opt.attn_bwd = mc.attn_bwd;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   BuildResult r;
@@ -1977,8 +2080,17 @@ void compile_module(const ModuleCase& mc) {
     CHECK(it->registers <= 65536 / k.block);  // __launch_bounds__ holds
     // The dK/dV kernel with the dSᵀ stores is capped for 3 resident 4-warp blocks on sm_90, the forward
     // (keep flags from the bits, head dim <= 64) for 4 everywhere.
-    if (k.name == "attn_flash_bwd_dkdv" && !k.min_blocks.empty() && k.block == 128 && std::string(mc.arch) == "sm_90")
+    if (k.op == "attn_flash_bwd" && k.name == "attn_flash_bwd_dkdv" && !k.min_blocks.empty() && k.block == 128 &&
+        std::string(mc.arch) == "sm_90")
       CHECK(it->registers <= 168);
+    // The wgmma dK/dV kernel (8 warps per SM) gets the registers its wgmmas need: with fewer, ptxas
+    // serializes them (C7512, "wgmma.mma_async instructions are serialized"), which costs most of its speed.
+    if (k.op == "attn_flash_bwd_wgmma") {
+      CHECK(it->registers > 168);
+      CHECK_MESSAGE(r.module.log.find("serialized due to insufficient register resources for the function '" + k.name +
+                                      "'") == std::string::npos,
+                    "ptxas serialized the wgmmas of " << k.name);
+    }
     if (k.name == "attn_flash_fwd" && !k.min_blocks.empty() && plan.cfg.head_dim() <= 64) CHECK(it->registers <= 128);
     // Known exceptions: ptxas spills 12 bytes (8-byte stack) in layernorm_fwd at hidden 8192 fp16
     // (40 registers, no local memory in the PTX), and as much in layernorm_bwd_attn at hidden 8192
@@ -2082,6 +2194,12 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       // backward (DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq) at head dims 16, 32, 80, 128, both archs, bf16, without attention dropout and with attn_dropout_checkpoint
       // (attn_dropout_bits_bwd before it) or DSKC_ATTN_MASK=kernel.
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .stochastic = true},
+      // The wgmma dK/dV kernel with two warpgroups per block (DSKC_ATTN_BWD=wgmma2), fp16 / bf16, and
+      // the mma.sync one on sm_90 (DSKC_ATTN_BWD=sync).
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_bwd = AttnBwd::Wgmma2},
+      {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags,
+       .attn_bwd = AttnBwd::Wgmma2},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_bwd = AttnBwd::Sync},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .stochastic = true,
        .dq_atomic = true},
       {.hidden = 1024, .heads = 8, .seq = 512, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .stochastic = true,

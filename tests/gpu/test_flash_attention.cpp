@@ -98,6 +98,8 @@ struct Result {
   std::map<std::string, std::vector<float>> grads;
   bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false;
   int fwd_stages = 0;  // the plan's attn_fwd_stages
+  bool bwd_wgmma = false;  // the plan's attn_bwd_wgmma (attn_flash_bwd_dkdv on warpgroup MMA)
+  int bwd_wgs = 0;         // its math warpgroups per block
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
@@ -131,6 +133,8 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.dq_atomic = layer.plan().attn_dq_atomic;
   r.dq_gemm = layer.plan().attn_dq_gemm;
   r.fwd_stages = layer.plan().attn_fwd_stages;
+  r.bwd_wgmma = layer.plan().attn_bwd_wgmma;
+  r.bwd_wgs = layer.plan().attn_bwd_wgs;
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
     const size_t words = rows * c.heads * ((S + 31) / 32);
@@ -510,6 +514,9 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
   const LayerConfig c = config_of(k), cs = config_of(ks);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
+  // dK/dV from the same kernel in every variant: the mma.sync one (the wgmma kernel, Hopper's default
+  // at head dim 64, exists only with the dQ GEMM; check_wgmma_vs_sync compares the two).
+  const dskc_test::ScopedEnv env_bwd("DSKC_ATTN_BWD", "sync");
   INFO("case " << k.name << ": " << other_name << " vs default, B=" << B << " S=" << S << " d=" << d << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   const Progress progress(std::string(k.name) + " " + other_name + " vs default");
@@ -598,5 +605,87 @@ TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic, DSKC_ATTN_DQ=kernel and stocha
     check_dq_vs_default({"d32-s509-adc", 1, 512, 509, 128, 4, DType::BF16, true, 0.1, true, true}, v);
     check_dq_vs_default({"d128-s200-nodrop", 2, 256, 200, 256, 2, DType::F16, true, 0.0, false}, v);
     check_dq_vs_default({"d16-s7", 2, 8, 7, 128, 8, DType::F16, false, 0.1, true}, v);
+  }
+}
+
+// DSKC_ATTN_BWD=wgmma / wgmma2 (on Hopper at head dim 64 the default: attn_flash_bwd_dkdv on warpgroup
+// MMA, templates/attn_flash_bwd_wgmma.cuh, one or two math warpgroups per block) against
+// DSKC_ATTN_BWD=sync (the mma.sync kernel) on the same layer and inputs: the forward is the same code
+// (output, logsumexp, keep bits bitwise equal); dQ, dK and dV agree within a few rounding units of the
+// dtype (same rounded operands, other fp32 summation order), relative to the norm of the qkv gradient,
+// and so does every gradient computed from them; a second run is bitwise equal to the first (no
+// atomics). Partial key and query tiles (S = 1, 33, 127, 200, 509), one or two warpgroups past S,
+// masks, dropout on and off, the rewritten bits of attn_dropout_checkpoint, fp16 and bf16.
+void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
+  if (!selected(k.name)) return;
+  const LayerConfig c = config_of(k);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
+  INFO("case " << k.name << ": DSKC_ATTN_BWD=" << variant << " vs sync, B=" << B << " S=" << S << " "
+               << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
+  const Progress progress(std::string(k.name) + " " + variant + " vs sync");
+  Context ctx;
+  auto params = init_layer_params(c, 12);
+  params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 81, 1.5f / std::sqrt(static_cast<float>(H)));
+  for (auto& [name, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  auto [x, dy, mask] = inputs_of(k, H, t, 13, 14);
+  const auto fused = AttentionPath::FusedWhereSupported;
+  Result a, w[2];
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", "sync");
+    a = run(ctx, c, fused, params, x, mask, dy, B, S);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", variant);
+    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S);
+  }
+  REQUIRE(a.fused);
+  REQUIRE_FALSE(a.bwd_wgmma);
+  if (!w[0].bwd_wgmma) {
+    MESSAGE("DSKC_ATTN_BWD=" << variant << ": this GPU is not sm_90, the layer keeps the mma.sync kernel");
+    return;
+  }
+  CHECK(w[0].bwd_wgs == wgs);
+  CHECK(w[0].out == a.out);
+  CHECK(w[0].lse == a.lse);
+  CHECK(w[0].bits == a.bits);
+  CHECK(w[1].dqkv == w[0].dqkv);
+  CHECK(w[1].dx == w[0].dx);
+  const double tol = t == DType::BF16 ? 1e-2 : 2e-3;
+  double dqkv_norm = 0;
+  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
+  dqkv_norm = std::sqrt(dqkv_norm);
+  const char* part[3] = {"dQ", "dK", "dV"};
+  for (int p = 0; p < 3; ++p) {
+    const Diff e = diff(w[0].dqkv, a.dqkv, B, S, 3 * H, p * H, H, d, 0, 0, dqkv_norm);
+    std::printf("  %s %s: %s vs sync: max abs %.3e, rel %.3e\n", k.name, variant, part[p], e.max_abs, e.rel);
+    CHECK_MESSAGE(e.rel <= tol, part[p] << ": normwise rel difference " << e.rel << " from the mma.sync kernel");
+  }
+  const auto dx = dskc_test::compare(w[0].dx, a.dx);
+  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
+  for (const auto& [name, v] : a.grads) {
+    const auto e = dskc_test::compare(w[0].grads.at(name), v);
+    CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
+    CHECK_MESSAGE(w[1].grads.at(name) == w[0].grads.at(name), "grad_" << name << " differs between two runs");
+  }
+}
+
+TEST_CASE("fused attention backward on warpgroup MMA (DSKC_ATTN_BWD=wgmma, wgmma2) vs the mma.sync kernel, the "
+          "unfused path and the CPU reference") {
+  dskc_test::require_gpu();
+  const std::pair<const char*, int> variants[] = {{"wgmma", 1}, {"wgmma2", 2}};
+  for (const auto& [v, wgs] : variants) {
+    check_wgmma_vs_sync({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, v, wgs);
+    check_wgmma_vs_sync({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, v, wgs);
+    check_wgmma_vs_sync({"d64-s33-bf16", 2, 40, 33, 256, 4, DType::BF16, false, 0.2, true}, v, wgs);
+    check_wgmma_vs_sync({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, v, wgs);
+    check_wgmma_vs_sync({"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true}, v, wgs);
+    check_wgmma_vs_sync({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, v, wgs);
+    // The same kernels against the unfused path and the double-precision reference.
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", v);
+    check_case({"d64-s127-wg", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true}, false);
+    check_case({"d64-s77-bf16-wg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true}, false);
+    check_case({"d64-s381-adc-wg", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true, true}, false);
   }
 }

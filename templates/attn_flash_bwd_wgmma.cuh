@@ -1,0 +1,267 @@
+// attn_flash_bwd_dkdv on Hopper's warpgroup MMA (sm_90a; LayerPlan::attn_bwd_wgmma: fp16/bf16, head
+// dim 64, the dQ GEMM path). The same mathematics and outputs as attn_flash_bwd_dkdv_impl<…, kDqGemm>
+// (templates/attn_flash_bwd.cuh), with the products on wgmma instead of mma.sync:
+//   Sᵀ = K·Qᵀ, dPᵀ_drop = V·dOᵀ        (A = K / V, B = Q / dO: both K-major tiles in shared memory)
+//   P = 2^(Sᵀ·scale·log2 e + mask − L), Z from the keep bits, dS = P ⊙ (dP_drop ⊙ Z/(1−p) − D)
+//   dV += (P ⊙ Z)ᵀ·dO, dK += dSᵀ·Q     (A = P ⊙ Z / dS from registers, B = dO / Q read N-major)
+//   dSᵀ (rounded to E) into grad_scores for the batched dQ GEMM; dK = scale·dK, dV = dV/(1−p) into grad_qkv.
+// Why: the mma.sync kernel has every warp re-read the whole Q and dO tiles with ldmatrix (its L1/shared
+// pipe was the busiest, bench/NOTES.md v10, v13) and one Q/dO tile in flight per block; here the tensor
+// core reads each operand tile once per warpgroup, and the tiles stream through a ring of kStages
+// shared-memory stages filled by TMA ahead of the math.
+//
+// Block (kWG = 1 or 2 math warpgroups, no producer warp: FlashWgBwdTile): warpgroup c owns keys
+// j0 + 64c .. + 63 of one (batch, head) and walks the head's query tiles of 64. Thread 0 copies by
+// TMA the K and V tiles once and the first kStages Q/dO tiles (3-D tensor maps [B][S][columns]: rows
+// past the sequence's end read as zero); after that, the last of the block's warps to finish with a
+// stage (its warpgroup's products reading it are complete; a shared counter per stage) refills it
+// with the tile kStages later. Each thread loads its 16 query columns' logsumexp, D and keep words
+// from global memory at the start of the tile (L2, first used after the tile's products);
+// queries past S get L = +inf, so P = 0.
+// Registers: 8 warps per SM either way (two blocks of one warpgroup, the default, or one of two), so
+// ptxas may use up to 255 per thread (it takes ~227); with a producer warp (9-10 warps per SM, 168)
+// it serialized the wgmmas (C7512). Measured (bench/NOTES.md v20): dK/dV −18% / −25% against the
+// mma.sync kernel at (64,128) / (16,512); two warpgroups sharing each stage were slower than two
+// independent blocks (their softmax phases run in step).
+// dSᵀ per tile: stmatrix into one of two 8 KB regions of the warpgroup (the TMA box's 128B-swizzled
+// layout), one thread stores it by TMA (3-D map [B·heads][S][padded S]: keys past S, columns past the
+// padded length are not written; columns in [S, padded S) get dS = 0, which no GEMM reads).
+// Deterministic: every output element is written once, in a fixed summation order.
+#pragma once
+#include "dskc_config.cuh"
+#include "common/types.cuh"
+#include "common/sm90.cuh"
+#include "common/flash.cuh"
+
+namespace dskc {
+
+// Shapes and the shared-memory map (byte offsets from a 1024-aligned base); compiler/plan.cpp mirrors
+// kThreads, kKeys and smem_bytes (flash_wg_bwd_* there; static_asserts in the generated source).
+template <int kWG>
+struct FlashWgBwdTile {
+  static_assert(kWG == 1 || kWG == 2, "one or two math warpgroups");
+  static constexpr int kThreads = 128 * kWG;
+  static constexpr int kKeys = 64 * kWG;  // keys per block
+  static constexpr int kQueries = 64;     // queries per stage
+  static constexpr int kStages = 3;
+  static constexpr int kTileBytes = 64 * 128;  // a 64 x 64 16-bit tile, 128-byte rows
+  static constexpr int kKV = 0;                                    // K, V of warpgroup c: tiles 2c, 2c + 1
+  static constexpr int kStage0 = kKV + 2 * kWG * kTileBytes;       // stage s: Q, dO tiles
+  static constexpr int kDs0 = kStage0 + kStages * 2 * kTileBytes;  // dSᵀ regions: 2 per warpgroup
+  static constexpr int kMask0 = kDs0 + 2 * kWG * kTileBytes;       // the block's key mask (fp32, × log2 e)
+  static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warpgroups done with it
+  static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
+  static constexpr int kBars = kStages + 1;  // full[s], kv
+  static_assert(kBars0 % 8 == 0, "mbarriers are 8-byte aligned");
+  static constexpr int smem_bytes = 1024 + kBars0 + 8 * kBars;  // + 1024: aligning the dynamic base
+  // Resident blocks per SM the kernel is built for (__launch_bounds__): 8 warps per SM.
+  static constexpr int kMinBlocks = kWG == 1 ? 2 : 1;
+};
+
+struct AttnFlashBwdWgParams {
+  sm90::TmaDescriptor qkv;   // [B][S][3H], 64 x 64 x 1 boxes (Q, K, V tiles of one head)
+  sm90::TmaDescriptor dctx;  // [B][S][H] dO, 64 x 64 x 1 boxes
+  sm90::TmaDescriptor ds;    // [B·heads][S][padded S] dSᵀ stores (row = key), 64 x 64 x 1 boxes
+  const T* mask;             // [B, S] additive
+  const float* lse;          // [B*heads*S] forward logsumexp L
+  const float* dot;          // [B*heads*S] D = rowsum(dO ⊙ O)
+  const uint32_t* bits;      // [B*heads, S, ceil(S/32)] dropout keep bits (kDropout only)
+  T* dqkv;                   // [B*S, 3H] out: dK | dV columns of each head
+  int batch;
+  int seq;
+};
+
+template <typename E, bool kDropout, int kWG>
+__device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgParams& p) {
+#if DSKC_SM90A
+  static_assert(sizeof(E) == 2, "wgmma attention runs on fp16/bf16 only");
+  static_assert(kHeadDim == 64, "the wgmma attention backward is built for head dim 64 (128-byte tile rows)");
+  using F = FlashWgBwdTile<kWG>;
+  extern __shared__ unsigned char attn_wg_smem[];
+  const uint32_t base = (sm90::smem_u32(attn_wg_smem) + 1023u) & ~1023u;
+  unsigned char* const smem_ptr = attn_wg_smem - sm90::smem_u32(attn_wg_smem);  // + a shared address = its pointer
+  auto full = [&](int s) { return base + F::kBars0 + 8u * s; };
+  const uint32_t kv_bar = base + F::kBars0 + 8u * F::kStages;
+  float* const mask_s = reinterpret_cast<float*>(smem_ptr + base + F::kMask0);
+  int* const done_s = reinterpret_cast<int*>(smem_ptr + base + F::kCount0);
+
+  const int seq = p.seq;
+  const int j0 = blockIdx.x * F::kKeys;
+  const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+  const int tiles = (seq + F::kQueries - 1) / F::kQueries;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Q and dO of query tile `it` into stage it % kStages (one thread).
+  auto load_stage = [&](int it) {
+    const int s = it % F::kStages;
+    const uint32_t qt = base + F::kStage0 + 2 * s * F::kTileBytes;
+    sm90::mbar_arrive_expect_tx(full(s), 2 * F::kTileBytes);
+    sm90::tma_load_3d(qt, &p.qkv, full(s), h * kHeadDim, it * F::kQueries, b);
+    sm90::tma_load_3d(qt + F::kTileBytes, &p.dctx, full(s), h * kHeadDim, it * F::kQueries, b);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < F::kStages; ++s) {
+      sm90::mbar_init(full(s), 1);
+      done_s[s] = 0;
+    }
+    sm90::mbar_init(kv_bar, 1);
+    sm90::mbar_init_fence();
+    sm90::tma_prefetch_descriptor(&p.qkv);
+    sm90::tma_prefetch_descriptor(&p.dctx);
+    sm90::mbar_arrive_expect_tx(kv_bar, 2 * kWG * F::kTileBytes);
+    for (int c = 0; c < kWG; ++c) {
+      const uint32_t kt = base + F::kKV + 2 * c * F::kTileBytes;
+      sm90::tma_load_3d(kt, &p.qkv, kv_bar, kHidden + h * kHeadDim, j0 + 64 * c, b);
+      sm90::tma_load_3d(kt + F::kTileBytes, &p.qkv, kv_bar, 2 * kHidden + h * kHeadDim, j0 + 64 * c, b);
+    }
+    for (int it = 0; it < tiles && it < F::kStages; ++it) load_stage(it);
+  }
+  {
+    const E* mask_row = reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq;
+    for (int k = threadIdx.x; k < F::kKeys; k += F::kThreads)
+      mask_s[k] = j0 + k < seq ? to_f(mask_row[j0 + k]) * flash::kLog2e : neg_inf();
+  }
+  __syncthreads();  // barriers initialized, mask staged
+
+  // ---- math warpgroup c: keys j0 + 64c + 16w + g (+8) ----
+  const int c = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4, tid = threadIdx.x % 128;
+  const uint32_t k_tile = base + F::kKV + 2 * c * F::kTileBytes, v_tile = k_tile + F::kTileBytes;
+  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+  const float scale2 = scale * flash::kLog2e;
+  const float mask_r[2] = {mask_s[64 * c + 16 * w + g], mask_s[64 * c + 16 * w + g + 8]};
+  // The warp's 16 keys lie in one keep word of each query row: word (j0 + 64c)/32 + w/2, bits
+  // 16(w%2) + g (+8).
+  const int words = (seq + 31) / 32;
+  const int key_word = (j0 + 64 * c) / 32 + w / 2;
+  const uint32_t keep_bit[2] = {1u << (16 * (w % 2) + g), 1u << (16 * (w % 2) + g + 8)};
+  const float* lse_g = p.lse + static_cast<size_t>(bh) * seq;
+  const float* dot_g = p.dot + static_cast<size_t>(bh) * seq;
+  const uint32_t* bits_g = kDropout ? p.bits + static_cast<size_t>(bh) * seq * words + min(key_word, words - 1) : nullptr;
+  sm90::mbar_wait(kv_bar, 0);
+
+  float dk[32], dv[32], st[32], dpt[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
+  uint32_t pa[4][4], sa[4][4];  // (P ⊙ Z)ᵀ and dSᵀ as A fragments, per k16 step (16 queries)
+
+  for (int it = 0; it < tiles; ++it) {
+    const int i0 = it * F::kQueries, stage = it % F::kStages;
+    const uint32_t phase = (it / F::kStages) & 1u;
+    const uint32_t q_tile = base + F::kStage0 + 2 * stage * F::kTileBytes, do_tile = q_tile + F::kTileBytes;
+    // This thread's 16 query columns i0 + 8j + 2t (+1): logsumexp (log2 units), D and keep word
+    // (indices clamped into the head; columns past S are masked below).
+    float lse_r[16], dot_r[16];
+    uint32_t keep_r[kDropout ? 16 : 1];
+    // The loaded values are first used after the tile's products (a use here, e.g. scaling L, would
+    // make the warp wait for the loads before issuing its wgmmas: measured +30% kernel time).
+#pragma unroll
+    for (int q = 0; q < 16; ++q) {
+      const int i = min(i0 + 8 * (q / 2) + 2 * t + (q % 2), seq - 1);
+      lse_r[q] = lse_g[i];
+      dot_r[q] = dot_g[i];
+      if constexpr (kDropout) keep_r[q] = bits_g[static_cast<size_t>(i) * words];
+    }
+    sm90::mbar_wait(full(stage), phase);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      sm90::wgmma_m64n64k16_ss<E>(st, sm90::wgmma_desc_k128(k_tile + 32 * kk), sm90::wgmma_desc_k128(q_tile + 32 * kk), kk);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_k128(v_tile + 32 * kk), sm90::wgmma_desc_k128(do_tile + 32 * kk),
+                                  kk);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();  // this tile's Sᵀ, dPᵀ and the previous tile's dK/dV products
+    sm90::fence_operands(st);
+    sm90::fence_operands(dpt);
+    sm90::fence_operands(dk);
+    sm90::fence_operands(dv);
+    if (it > 0 && lane == 0 && it - 1 + F::kStages < tiles) {
+      // The previous tile's stage is no longer read by this warp's products; the last of the block's
+      // warps to get here refills it with the tile kStages after that one.
+      const int ps = (it - 1) % F::kStages;
+      if (atomicAdd(done_s + ps, 1) % (4 * kWG) == 4 * kWG - 1) load_stage(it - 1 + F::kStages);
+    }
+
+    // L in log2 units; past S +inf, so P = 2^(… − inf) = 0 with no test per score.
+    const int lim = seq - i0 - 2 * t;  // column 8j + 2t + (q % 2) of the tile is a query < S
+#pragma unroll
+    for (int q = 0; q < 16; ++q)
+      lse_r[q] = 8 * (q / 2) + (q % 2) < lim ? lse_r[q] * flash::kLog2e : __int_as_float(0x7f800000);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int q = 2 * j + (e & 1);
+        const float pv = flash::exp2_approx(st[4 * j + e] * scale2 + mask_r[e >> 1] - lse_r[q]);
+        float dp = dpt[4 * j + e];
+        float pz = pv;
+        if constexpr (kDropout) {
+          const bool keep = (keep_r[q] & keep_bit[e >> 1]) != 0u;
+          pz = keep ? pv : 0.f;
+          dp *= keep ? kAttnDropoutScale : 0.f;
+        }
+        st[4 * j + e] = pz;
+        dpt[4 * j + e] = pv * (dp - dot_r[q]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      pa[kk][0] = flash::pack2<E>(st[8 * kk], st[8 * kk + 1]);
+      pa[kk][1] = flash::pack2<E>(st[8 * kk + 2], st[8 * kk + 3]);
+      pa[kk][2] = flash::pack2<E>(st[8 * kk + 4], st[8 * kk + 5]);
+      pa[kk][3] = flash::pack2<E>(st[8 * kk + 6], st[8 * kk + 7]);
+      sa[kk][0] = flash::pack2<E>(dpt[8 * kk], dpt[8 * kk + 1]);
+      sa[kk][1] = flash::pack2<E>(dpt[8 * kk + 2], dpt[8 * kk + 3]);
+      sa[kk][2] = flash::pack2<E>(dpt[8 * kk + 4], dpt[8 * kk + 5]);
+      sa[kk][3] = flash::pack2<E>(dpt[8 * kk + 6], dpt[8 * kk + 7]);
+    }
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dv, pa[kk], sm90::wgmma_desc_mn128(do_tile + 2048 * kk));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dk, sa[kk], sm90::wgmma_desc_mn128(q_tile + 2048 * kk));
+    sm90::wgmma_commit();
+
+    // dSᵀ of the tile into region it % 2 (free once the store issued two tiles ago has read it), then
+    // by TMA. (Per-warp 64 x 16 stores without the two warpgroup barriers measured no faster.)
+    const uint32_t region = base + F::kDs0 + (2 * c + (it & 1)) * F::kTileBytes;
+    if (it >= 2) {
+      if (tid == 0) sm90::tma_store_wait_read<1>();
+      sm90::warpgroup_sync(c);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 16 * w + ((lane >> 3) & 1) * 8 + (lane & 7);
+      const int chunk = 2 * i + (lane >> 4);
+      sm90::stmatrix_x4(region + row * 128 + ((chunk ^ (lane & 7)) << 4), sa[i]);
+    }
+    sm90::fence_proxy_async();
+    sm90::warpgroup_sync(c);
+    if (tid == 0) {
+      sm90::tma_store_3d(&p.ds, region, i0, j0 + 64 * c, bh);
+      sm90::tma_store_commit();
+    }
+  }
+  sm90::wgmma_wait<0>();
+  sm90::fence_operands(dk);
+  sm90::fence_operands(dv);
+  if (tid == 0) sm90::tma_store_wait<0>();
+
+  // dK = scale·dSᵀ·Q, dV = (1/(1−p))·(P ⊙ Z)ᵀ·dO into grad_qkv (rows past S are not written).
+  const float v_scale = kDropout ? kAttnDropoutScale : 1.f;
+  const size_t ld = 3 * static_cast<size_t>(kHidden);
+  E* dk_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ld + kHidden + h * kHeadDim + 2 * t;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = j0 + 64 * c + 16 * w + g + 8 * r;
+    if (j >= seq) continue;
+    E* row = dk_g + static_cast<size_t>(j) * ld;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      flash::store2<E>(row + n * 8, dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
+      flash::store2<E>(row + kHidden + n * 8, dv[4 * n + 2 * r] * v_scale, dv[4 * n + 2 * r + 1] * v_scale);
+    }
+  }
+#endif
+}
+
+}  // namespace dskc
