@@ -10,8 +10,11 @@
 #     and each one's per-kernel profile
 #   linear: the same for DSKC_LINEAR_GEMM (bench/NOTES.md v19): its GPU test, a memcheck at partial
 #     tiles, the layer A/B of cublas / sm90 / sm90 with DSKC_FFN_GEMM=sm90 too, and the GEMMs' profile lines
+#   attn: the wgmma dK/dV kernel (bench/NOTES.md v20): its GPU test against the mma.sync kernel, a memcheck at
+#     partial tiles, each DSKC_ATTN_BWD variant's attn_flash_bwd_dkdv profile line and the layer A/B (sync / wgmma /
+#     wgmma2) in $ROUNDS interleaved rounds
 # MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear]
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -80,6 +83,33 @@ if [ "$MODE" = linear ]; then
         grep -E "gemm_qkv_fwd|gemm_attn_out_fwd|gemm_output_fwd|  sum|^\| +[0-9]"
     done
   done
+  exit 0
+fi
+if [ "$MODE" = attn ]; then
+  step "attn_flash_bwd_dkdv on wgmma vs mma.sync (GPU test)"
+  timeout 300 build-gpu/tests/gpu_test_flash_attention -tc='*warpgroup MMA*' > "$OUT/attn_bwd_ab.log" 2>&1
+  rc=$?; echo "rc=$rc"; grep -E "vs sync:|test cases|assertions|ERROR" "$OUT/attn_bwd_ab.log" | head -40
+  [ $rc = 0 ] || exit 1
+  step "memcheck: DSKC_ATTN_BWD=wgmma, BERT-Large layer at 3 x 77 rows (partial tiles)"
+  DSKC_ATTN_BWD=wgmma timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench \
+    examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_attn_bwd.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_attn_bwd.log"
+  step "profiles (attn_flash_bwd_dkdv)"
+  for r in $(seq "${ROUNDS:-2}"); do
+    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+      for v in sync wgmma wgmma2; do
+        echo "$r $f $v: $(DSKC_ATTN_BWD=$v timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 | grep -E "dkdv")"
+      done
+    done
+  done
+  step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
+  for r in $(seq "${ROUNDS:-2}"); do
+    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+      for v in sync wgmma wgmma2; do
+        echo "$v,$(DSKC_ATTN_BWD=$v timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
+      done
+    done
+  done | tee "$OUT/attn_bwd_layer_ab.csv"
   exit 0
 fi
 if [ "$MODE" = memory ]; then
