@@ -49,7 +49,7 @@ struct FlashWgBwdTile {
   static constexpr int kStage0 = kKV + 2 * kWG * kTileBytes;       // stage s: Q, dO tiles
   static constexpr int kDs0 = kStage0 + kStages * 2 * kTileBytes;  // dSᵀ regions: 2 per warpgroup
   static constexpr int kMask0 = kDs0 + 2 * kWG * kTileBytes;       // the block's key mask (fp32, × log2 e)
-  static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warpgroups done with it
+  static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warps done with it (mod 4·kWG)
   static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
   static constexpr int kBars = kStages + 1;  // full[s], kv
   static_assert(kBars0 % 8 == 0, "mbarriers are 8-byte aligned");
