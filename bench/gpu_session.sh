@@ -31,25 +31,44 @@ if [ "$MODE" = dp ]; then
   GPUS="1 2" bash bench/dp_scaling.sh
   exit 0
 fi
-if [ "$MODE" = gemm ]; then
-  step "gemm_sm90 vs cuBLASLt (GPU test)"
-  timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc='gemm_sm90*' > "$OUT/gemm_ab.log" 2>&1
-  rc=$?; echo "rc=$rc"; grep -E "^case|test cases|assertions|ERROR" "$OUT/gemm_ab.log" | head -30
-  [ $rc = 0 ] || exit 1  # a hang or a mismatch: no timings
-  step "memcheck: DSKC_FFN_GEMM=sm90, BERT-Large layer at 3 x 77 rows (partial tiles)"
-  DSKC_FFN_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench \
-    examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_gemm.log" 2>&1
-  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_gemm.log"
-  step "layer A/B (csv: mode,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
-  for r in $(seq "${ROUNDS:-3}"); do
-    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
-      for g in cublas sm90_fwd sm90; do
-        echo "$g,$(DSKC_FFN_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
+LAYERS="examples/bert_large_layer.json examples/bert_large_layer_seq512.json"
+# The A/B modes' steps. ab_test BINARY FILTER LOG PATTERN: one GPU test binary's test cases under a
+# timeout (a pipeline bug hangs rather than fails), no timings after a failure.
+ab_test() {
+  timeout 300 "build-gpu/tests/$1" -tc="$2" > "$OUT/$3" 2>&1
+  local rc=$?
+  echo "rc=$rc"; grep -E "$4" "$OUT/$3" | head -40
+  [ $rc = 0 ] || exit 1
+}
+# memcheck_3x77 LOG [VAR=VALUE ...]: compute-sanitizer memcheck of the BERT-Large layer at 3 x 77 rows
+# (partial tiles) under those variables.
+memcheck_3x77() {
+  local log=$1; shift
+  env "$@" timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench \
+    examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/$log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/$log"
+}
+# layer_ab ROUNDS CSV VAR VALUE...: `dskc bench --csv` of both layers under VAR=VALUE for each value,
+# interleaved rounds, one csv line per run prefixed with the value.
+layer_ab() {
+  local rounds=$1 csv=$2 var=$3; shift 3
+  for r in $(seq "$rounds"); do
+    for f in $LAYERS; do
+      for v in "$@"; do
+        echo "$v,$(env "$var=$v" timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
       done
     done
-  done | tee "$OUT/layer_ab.csv"
+  done | tee "$OUT/$csv"
+}
+if [ "$MODE" = gemm ]; then
+  step "gemm_sm90 vs cuBLASLt (GPU test)"
+  ab_test gpu_test_layer_numerics 'gemm_sm90*' gemm_ab.log "^case|test cases|assertions|ERROR"
+  step "memcheck: DSKC_FFN_GEMM=sm90, BERT-Large layer at 3 x 77 rows (partial tiles)"
+  memcheck_3x77 memcheck_gemm.log DSKC_FFN_GEMM=sm90
+  step "layer A/B (csv: mode,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
+  layer_ab "${ROUNDS:-3}" layer_ab.csv DSKC_FFN_GEMM cublas sm90_fwd sm90
   step "profiles"
-  for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+  for f in $LAYERS; do
     for g in cublas sm90_fwd sm90; do
       echo "-- $f DSKC_FFN_GEMM=$g"
       DSKC_FFN_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
@@ -60,23 +79,19 @@ if [ "$MODE" = gemm ]; then
 fi
 if [ "$MODE" = linear ]; then
   step "gemm_sm90 linear GEMMs vs cuBLASLt (GPU test)"
-  timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc='gemm_sm90 linear*' > "$OUT/linear_ab.log" 2>&1
-  rc=$?; echo "rc=$rc"; grep -E "^case|test cases|assertions|ERROR" "$OUT/linear_ab.log" | head -30
-  [ $rc = 0 ] || exit 1
+  ab_test gpu_test_layer_numerics 'gemm_sm90 linear*' linear_ab.log "^case|test cases|assertions|ERROR"
   step "memcheck: DSKC_LINEAR_GEMM=sm90 DSKC_FFN_GEMM=sm90, BERT-Large layer at 3 x 77 rows (partial tiles)"
-  DSKC_LINEAR_GEMM=sm90 DSKC_FFN_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    build-gpu/dskc bench examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_linear.log" 2>&1
-  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_linear.log"
+  memcheck_3x77 memcheck_linear.log DSKC_LINEAR_GEMM=sm90 DSKC_FFN_GEMM=sm90
   step "layer A/B (csv: linear/ffn,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
   for r in $(seq "${ROUNDS:-3}"); do
-    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+    for f in $LAYERS; do
       for g in cublas/cublas sm90/cublas sm90/sm90_fwd sm90/sm90; do
         echo "$g,$(DSKC_LINEAR_GEMM=${g%/*} DSKC_FFN_GEMM=${g#*/} timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
       done
     done
   done | tee "$OUT/linear_layer_ab.csv"
   step "profiles"
-  for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+  for f in $LAYERS; do
     for g in cublas sm90; do
       echo "-- $f DSKC_LINEAR_GEMM=$g"
       DSKC_LINEAR_GEMM=$g timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 |
@@ -87,29 +102,19 @@ if [ "$MODE" = linear ]; then
 fi
 if [ "$MODE" = attn ]; then
   step "attn_flash_bwd_dkdv on wgmma vs mma.sync (GPU test)"
-  timeout 300 build-gpu/tests/gpu_test_flash_attention -tc='*warpgroup MMA*' > "$OUT/attn_bwd_ab.log" 2>&1
-  rc=$?; echo "rc=$rc"; grep -E "vs sync:|test cases|assertions|ERROR" "$OUT/attn_bwd_ab.log" | head -40
-  [ $rc = 0 ] || exit 1
+  ab_test gpu_test_flash_attention '*warpgroup MMA*' attn_bwd_ab.log "vs sync:|test cases|assertions|ERROR"
   step "memcheck: DSKC_ATTN_BWD=wgmma, BERT-Large layer at 3 x 77 rows (partial tiles)"
-  DSKC_ATTN_BWD=wgmma timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/dskc bench \
-    examples/bert_large_layer.json --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_attn_bwd.log" 2>&1
-  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_attn_bwd.log"
+  memcheck_3x77 memcheck_attn_bwd.log DSKC_ATTN_BWD=wgmma
   step "profiles (attn_flash_bwd_dkdv)"
   for r in $(seq "${ROUNDS:-2}"); do
-    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
+    for f in $LAYERS; do
       for v in sync wgmma wgmma2; do
         echo "$r $f $v: $(DSKC_ATTN_BWD=$v timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 | grep -E "dkdv")"
       done
     done
   done
   step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
-  for r in $(seq "${ROUNDS:-2}"); do
-    for f in examples/bert_large_layer.json examples/bert_large_layer_seq512.json; do
-      for v in sync wgmma wgmma2; do
-        echo "$v,$(DSKC_ATTN_BWD=$v timeout 60 build-gpu/dskc bench $f --iters 30 --csv 2>&1 | tail -1)"
-      done
-    done
-  done | tee "$OUT/attn_bwd_layer_ab.csv"
+  layer_ab "${ROUNDS:-2}" attn_bwd_layer_ab.csv DSKC_ATTN_BWD sync wgmma wgmma2
   exit 0
 fi
 if [ "$MODE" = memory ]; then

@@ -137,7 +137,9 @@ AttnBwd attn_bwd_from_env() {
 }
 
 bool attn_bwd_wgmma_supported(const LayerConfig& c, const std::string& arch) {
-  return arch == "sm_90" && c.dtype() != DType::F32 && c.head_dim() == 64 && c.hidden_size % 8 == 0;
+  // Head dim 64: 128-byte tile rows; the TMA views' row strides (3H, H, padded S elements) are then
+  // multiples of 16 bytes.
+  return arch == "sm_90" && c.dtype() != DType::F32 && c.head_dim() == 64;
 }
 
 int flash_wg_bwd_smem_bytes(int wgs) {

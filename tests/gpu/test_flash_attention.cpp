@@ -216,6 +216,18 @@ Inputs inputs_of(const Case& k, int H, DType t, uint64_t seed_x, uint64_t seed_d
   return in;
 }
 
+// The layer's initial parameters (seed), with attn_qkvw redrawn at 1.5/√H (qkvw_seed != 0: scores
+// large enough to exercise the softmax), every value rounded to the dtype.
+std::map<std::string, std::vector<float>> rounded_params(const LayerConfig& c, uint64_t seed, uint64_t qkvw_seed = 0) {
+  auto params = init_layer_params(c, seed);
+  if (qkvw_seed)
+    params["attn_qkvw"] =
+        dskc_test::randn(params["attn_qkvw"].size(), qkvw_seed, 1.5f / std::sqrt(static_cast<float>(c.hidden_size)));
+  for (auto& [name, v] : params)
+    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, c.dtype()));
+  return params;
+}
+
 void check_case(const Case& k, bool verbose) {
   if (!selected(k.name)) return;
   const LayerConfig c = config_of(k);
@@ -225,11 +237,9 @@ void check_case(const Case& k, bool verbose) {
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.mask ? " masked" : ""));
   const Progress progress(k.name);
   Context ctx;
-  auto params = init_layer_params(c, 5);
-  params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 77, 1.5f / std::sqrt(static_cast<float>(H)));
+  auto params = rounded_params(c, 5, 77);
   params["attn_qkvb"] = dskc_test::randn(params["attn_qkvb"].size(), 78, 0.1f);
-  for (auto& [name, v] : params)
-    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  for (auto& e : params["attn_qkvb"]) e = static_cast<float>(round_to_dtype(e, t));
   auto [x, dy, mask] = inputs_of(k, H, t, 1, 2);
 
   const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S,
@@ -400,9 +410,7 @@ void check_keep_bit_sources(const Case& k) {
                << " " << dtype_name(t));
   const Progress progress(std::string(k.name) + " keep-bit sources");
   Context ctx;
-  auto params = init_layer_params(c, 6);
-  for (auto& [name, v] : params)
-    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  const auto params = rounded_params(c, 6);
   auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 3), dy = dskc_test::randn(x.size(), 4);
   std::vector<float> mask(static_cast<size_t>(B) * S, 0.f);
   for (auto* v : {&x, &dy})
@@ -453,9 +461,7 @@ void check_fwd_stages(const Case& k, int want_stages) {
   INFO("case " << k.name << ": two K/V buffers vs one, B=" << B << " S=" << S << " " << dtype_name(t));
   const Progress progress(std::string(k.name) + " K/V buffers");
   Context ctx;
-  auto params = init_layer_params(c, 9);
-  for (auto& [name, v] : params)
-    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  const auto params = rounded_params(c, 9);
   auto [x, dy, mask] = inputs_of(k, H, t, 7, 8);
   const Result one = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, "kernel");
   Result two;
@@ -521,10 +527,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   const Progress progress(std::string(k.name) + " " + other_name + " vs default");
   Context ctx;
-  auto params = init_layer_params(c, 8);
-  params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 79, 1.5f / std::sqrt(static_cast<float>(H)));
-  for (auto& [name, v] : params)
-    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  const auto params = rounded_params(c, 8, 79);
   auto [x, dy, mask] = inputs_of(k, H, t, 5, 6);
   const auto fused = AttentionPath::FusedWhereSupported;
   const Result a = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false);
@@ -625,10 +628,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   const Progress progress(std::string(k.name) + " " + variant + " vs sync");
   Context ctx;
-  auto params = init_layer_params(c, 12);
-  params["attn_qkvw"] = dskc_test::randn(params["attn_qkvw"].size(), 81, 1.5f / std::sqrt(static_cast<float>(H)));
-  for (auto& [name, v] : params)
-    for (auto& e : v) e = static_cast<float>(round_to_dtype(e, t));
+  const auto params = rounded_params(c, 12, 81);
   auto [x, dy, mask] = inputs_of(k, H, t, 13, 14);
   const auto fused = AttentionPath::FusedWhereSupported;
   Result a, w[2];

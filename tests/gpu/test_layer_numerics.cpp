@@ -507,6 +507,13 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
   CHECK(worst_td <= 1.0);
 }
 
+// gemm_sm90 runs on sm_90 GPUs only: elsewhere its tests print a visible skip.
+bool gemm_sm90_gpu() {
+  if (detect_gpu_arch().value_or("") == "sm_90") return true;
+  std::printf("SKIPPED: gemm_sm90 runs on sm_90 GPUs only (this one is %s)\n", detect_gpu_arch().value_or("?").c_str());
+  return false;
+}
+
 // gemm_sm90 (the FFN's GELU GEMMs as dskc's own TMA + wgmma kernels on sm_90: both with
 // DSKC_FFN_GEMM=sm90, the forward one with sm90_fwd) against the cuBLASLt path (the default) on the
 // same inputs: h, GELU(h) and dh (poisoned first: every element
@@ -519,10 +526,7 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
 TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuBLASLt path (h, GELU(h), dh, outputs, "
           "gradients)") {
   dskc_test::require_gpu();
-  if (detect_gpu_arch().value_or("") != "sm_90") {
-    std::printf("SKIPPED: gemm_sm90 runs on sm_90 GPUs only (this one is %s)\n", detect_gpu_arch().value_or("?").c_str());
-    return;
-  }
+  if (!gemm_sm90_gpu()) return;
   struct Case {
     const char* name;
     int H, heads, I, B, S;
@@ -579,10 +583,7 @@ TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuB
 // column tiles, K = 768 .. 4096), Post-LN, inference, and with the FFN's gemm_sm90 kernels as well.
 TEST_CASE("gemm_sm90 linear GEMMs (DSKC_LINEAR_GEMM=sm90) agree with the cuBLASLt path (qkv, outputs, gradients)") {
   dskc_test::require_gpu();
-  if (detect_gpu_arch().value_or("") != "sm_90") {
-    std::printf("SKIPPED: gemm_sm90 runs on sm_90 GPUs only (this one is %s)\n", detect_gpu_arch().value_or("?").c_str());
-    return;
-  }
+  if (!gemm_sm90_gpu()) return;
   struct Case {
     const char* name;
     int H, heads, I, B, S;
