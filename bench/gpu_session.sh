@@ -13,8 +13,9 @@
 #   attn: the wgmma dK/dV kernel (bench/NOTES.md v20): its GPU test against the mma.sync kernel, a memcheck at
 #     partial tiles, each DSKC_ATTN_BWD variant's attn_flash_bwd_dkdv profile line and the layer A/B (sync / wgmma /
 #     wgmma2) in $ROUNDS interleaved rounds
+#   attn_fwd: the same for the wgmma forward (bench/NOTES.md v21): DSKC_ATTN_FWD sync / wgmma / wgmma3
 # MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn]
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn|attn_fwd]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -115,6 +116,24 @@ if [ "$MODE" = attn ]; then
   done
   step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
   layer_ab "${ROUNDS:-2}" attn_bwd_layer_ab.csv DSKC_ATTN_BWD sync wgmma wgmma2
+  exit 0
+fi
+if [ "$MODE" = attn_fwd ]; then
+  step "attn_flash_fwd on wgmma vs mma.sync (GPU test)"
+  ab_test gpu_test_flash_attention '*forward on warpgroup MMA*' attn_fwd_ab.log "vs sync:|test cases|assertions|ERROR"
+  step "memcheck: DSKC_ATTN_FWD=wgmma / wgmma3, BERT-Large layer at 3 x 77 rows (partial tiles)"
+  memcheck_3x77 memcheck_attn_fwd.log DSKC_ATTN_FWD=wgmma
+  memcheck_3x77 memcheck_attn_fwd3.log DSKC_ATTN_FWD=wgmma3
+  step "profiles (attn_flash_fwd)"
+  for r in $(seq "${ROUNDS:-2}"); do
+    for f in $LAYERS; do
+      for v in sync wgmma wgmma3; do
+        echo "$r $f $v: $(DSKC_ATTN_FWD=$v timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 | grep -E "attn_flash_fwd")"
+      done
+    done
+  done
+  step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
+  layer_ab "${ROUNDS:-2}" attn_fwd_layer_ab.csv DSKC_ATTN_FWD sync wgmma wgmma3
   exit 0
 fi
 if [ "$MODE" = memory ]; then

@@ -140,7 +140,7 @@ static int params_bytes(const std::string& type) {
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 768}, {"WeightTransposeParams", 16},
-      {"AttnFlashBwdWgParams", 512}};
+      {"AttnFlashBwdWgParams", 512},      {"AttnFlashFwdWgParams", 256}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;

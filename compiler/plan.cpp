@@ -149,6 +149,29 @@ int flash_wg_bwd_smem_bytes(int wgs) {
   return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + keys * 4 + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
 }
 
+AttnFwd attn_fwd_from_env() {
+  return env_choice("DSKC_ATTN_FWD", kAttnFwdDefault,
+                    {{"sync", AttnFwd::Sync}, {"wgmma", AttnFwd::Wgmma}, {"wgmma3", AttnFwd::Wgmma3}},
+                    "\"wgmma\" (the default: on Hopper, fp16/bf16 at head dim 64, attn_flash_fwd on warpgroup MMA "
+                    "with two K/V stages, four blocks per SM), \"wgmma3\" (three stages, three blocks per SM) or "
+                    "\"sync\" (the mma.sync kernel)");
+}
+
+bool attn_fwd_wgmma_supported(const LayerConfig& c, const std::string& arch, bool mask_kernel) {
+  // Head dim 64: 128-byte tile rows; qkv's row stride (3H elements) is then a multiple of 16 bytes.
+  // The kernel takes the keep flags only from the bits (no Philox in it).
+  const bool attn_drop = c.training && c.attn_dropout_ratio > 0;
+  return arch == "sm_90" && c.dtype() != DType::F32 && c.head_dim() == 64 && (!attn_drop || mask_kernel);
+}
+
+int flash_wg_fwd_smem_bytes(int stages, int max_seq) {
+  // Mirrors FlashWgFwdTile (templates/attn_flash_fwd_wgmma.cuh): the Q tile, K/V tiles per stage
+  // (8 KB tiles), the fp32 key mask of a row (max_seq rounded up to 64 keys), a counter per stage,
+  // stages + 1 barriers.
+  const int tile = 64 * 128, mask_keys = (max_seq + 63) / 64 * 64;
+  return 1024 + tile + stages * 2 * tile + mask_keys * 4 + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
+}
+
 int attn_fwd_stages_from_env() {
   return env_choice("DSKC_ATTN_FWD_STAGES", 1, {{"1", 1}, {"2", 2}},
                     "\"1\" (the default: attn_flash_fwd loads each K/V tile between two barriers) or \"2\" (it "
@@ -331,6 +354,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
   const AttnDq dq_src = opt.attn_dq == AttnDq::FromEnvironment ? attn_dq_from_env() : opt.attn_dq;
   const AttnBwd bwd_src = opt.attn_bwd == AttnBwd::FromEnvironment ? attn_bwd_from_env() : opt.attn_bwd;
+  const AttnFwd fwd_src = opt.attn_fwd == AttnFwd::FromEnvironment ? attn_fwd_from_env() : opt.attn_fwd;
   plan.ln_bwd_warp_rows = (opt.ln_bwd == LnBwd::FromEnvironment ? ln_bwd_from_env() : opt.ln_bwd) == LnBwd::WarpRows;
   const BiasGrad bias_src = opt.bias_grad == BiasGrad::FromEnvironment ? bias_grad_from_env() : opt.bias_grad;
   Builder b{c, plan};
@@ -390,7 +414,26 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
                    std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel)") +
                        (bits_saved ? ", kept for backward" : ""));
-  if (fused) {
+  if (fused && fwd_src != AttnFwd::Sync && attn_fwd_wgmma_supported(c, opt.arch, plan.attn_mask_kernel)) {
+    const int stages = fwd_src == AttnFwd::Wgmma3 ? 3 : 2;
+    plan.attn_fwd_wgmma = true;
+    plan.attn_fwd_wg_stages = stages;
+    plan.attn_fwd_stages = 1;  // DSKC_ATTN_FWD_STAGES is the mma.sync kernel's
+    const std::string tile = fmt::format("FlashWgFwdTile<{}>", stages);
+    b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdWgParams",
+            fmt::format("attn_flash_fwd_wgmma_impl<T, kAttnDropoutOn, {}>", stages), tile + "::kThreads", 128,
+            tile + "::kRows", 64,
+            fmt::format("fused attention on warpgroup MMA (Q, K/V by TMA in {} stages): Q·Kᵀ/√d + mask, online "
+                        "softmax{}, ·V into the context{}",
+                        stages, attn_drop ? ", attention dropout (mask from the keep bits)" : "",
+                        train ? " + row logsumexp (P is not stored)" : ""));
+    KernelInfo& k = plan.kernels.back();
+    k.op = "attn_flash_fwd_wgmma";
+    k.min_blocks = tile + "::kMinBlocks";
+    k.dynamic_smem = flash_wg_fwd_smem_bytes(stages, c.max_seq_length);
+    k.smem_check = tile + "::smem_bytes";
+    k.grid_constant = true;
+  } else if (fused) {
     b.flash(Pass::Forward, "attn_flash_fwd", "AttnFlashFwdParams",
             "attn_flash_fwd_impl<T, kAttnDropoutOn, kAttnFwdStoresBits, kAttnFwdLoadsBits, kAttnFwdStages>",
             "FlashFwdTile::kThreads",

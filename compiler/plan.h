@@ -150,6 +150,13 @@ struct LayerPlan {
   // Same outputs and the same determinism; DSKC_ATTN_BWD picks (bench/NOTES.md v20).
   bool attn_bwd_wgmma = false;
   int attn_bwd_wgs = 1;
+  // On sm_90 (fp16/bf16, head dim 64) with the keep flags from attn_dropout_bits_fwd or no attention
+  // dropout: attn_flash_fwd is the wgmma kernel of templates/attn_flash_fwd_wgmma.cuh (Q and K/V tiles
+  // by TMA into attn_fwd_wg_stages stages, S = Q·Kᵀ and O += P·V on warpgroup MMA, the next tile's S
+  // product and this tile's P·V product overlapping the softmax), instead of the mma.sync kernel.
+  // Same formulas; DSKC_ATTN_FWD picks (bench/NOTES.md v21).
+  bool attn_fwd_wgmma = false;
+  int attn_fwd_wg_stages = 0;
   // The FFN's GELU GEMMs as dskc's own Hopper kernels with the GELU in their epilogue
   // (templates/gemm_sm90.cuh: TMA + wgmma, warp-specialized, persistent), for sm_90 targets with
   // fp16/bf16, intermediate_size % 128 == 0 and hidden_size % 64 == 0, bias gradients from cuBLASLt
@@ -198,6 +205,14 @@ enum class AttnBwd {
   Wgmma2,           // the same with two math warpgroups per block sharing each Q/dO stage (one block per SM)
 };
 constexpr AttnBwd kAttnBwdDefault = AttnBwd::Wgmma;
+// Which kernel runs the fused attention forward (LayerPlan::attn_fwd_wgmma).
+enum class AttnFwd {
+  FromEnvironment,  // DSKC_ATTN_FWD: unset or "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"
+  Sync,             // the mma.sync kernel (templates/attn_flash_fwd.cuh), every arch
+  Wgmma,            // sm_90 where supported: the wgmma kernel with two K/V stages (four blocks per SM)
+  Wgmma3,           // the same with three K/V stages (three blocks per SM)
+};
+constexpr AttnFwd kAttnFwdDefault = AttnFwd::Wgmma;
 // Where tanh-GELU layers compute the GELU and its gradient (LayerPlan::gelu_in_gemm).
 enum class GeluPath {
   FromEnvironment,         // DSKC_GELU: unset, "" or "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel
@@ -249,6 +264,7 @@ struct PlanOptions {
   // architecture only (gemm_sm90) are planned only for it.
   std::string arch = "";
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;
+  AttnFwd attn_fwd = AttnFwd::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -273,6 +289,15 @@ AttnBwd attn_bwd_from_env();
 bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
 // Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).
 int flash_wg_bwd_smem_bytes(int wgs);
+// Reads DSKC_ATTN_FWD (unset, "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"); any other value is an
+// Error(Config) naming the variable.
+AttnFwd attn_fwd_from_env();
+// Whether a layer's fused attention forward can use the wgmma kernel on `arch` (mask_kernel: the keep
+// flags come from attn_dropout_bits_fwd; with attention dropout in training they must).
+bool attn_fwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch, bool mask_kernel);
+// Dynamic shared memory of that kernel with `stages` K/V stages for rows of up to max_seq keys
+// (FlashWgFwdTile::smem_bytes).
+int flash_wg_fwd_smem_bytes(int stages, int max_seq);
 // Reads DSKC_ATTN_FWD_STAGES (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config)
 // naming the variable.
 int attn_fwd_stages_from_env();

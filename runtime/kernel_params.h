@@ -113,6 +113,14 @@ struct AttnFlashBwdWg {
   Ptr dqkv;
   int batch, seq;
 };
+// templates/attn_flash_fwd_wgmma.cuh (AttnFlashFwdWgParams).
+struct AttnFlashFwdWg {
+  CUtensorMap qkv;
+  Ptr mask, ctx;
+  float* lse;            // nullptr in inference
+  const uint32_t* bits;  // attn_dropout_bits from attn_dropout_bits_fwd (with attention dropout); else nullptr
+  int batch, seq;
+};
 struct AttnDropoutBits {
   uint32_t* bits;
   int batch, seq;
@@ -142,6 +150,7 @@ static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
 static_assert(sizeof(AttnFlashBwd) == 88);
 static_assert(sizeof(AttnFlashBwdWg) == 512 && offsetof(AttnFlashBwdWg, mask) == 384);
+static_assert(sizeof(AttnFlashFwdWg) == 256 && offsetof(AttnFlashFwdWg, mask) == 128);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);

@@ -450,9 +450,22 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
       run_kernel("attn_dropout_bits_fwd", &pk, rows);
     }
     const bool fwd_bits = plan_.attn_fwd_stores_bits() || plan_.attn_mask_kernel;
-    kp::AttnFlashFwd p{P(t("qkv")), P(mask_), P(t("attn_context")), train ? F(t("attn_lse")) : nullptr,
-                       fwd_bits ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng};
-    run_kernel("attn_flash_fwd", &p, rows);
+    if (plan_.attn_fwd_wgmma) {
+      // The wgmma kernel takes Q and K/V by TMA (a per-sequence 3-D view: rows past S read as zero).
+      kp::AttnFlashFwdWg p{};
+      p.qkv = tma_rows_3d_128b(t("qkv"), c.dtype(), 3 * H, seq, batch, 3 * H, 64);
+      p.mask = P(mask_);
+      p.ctx = P(t("attn_context"));
+      p.lse = train ? F(t("attn_lse")) : nullptr;
+      p.bits = fwd_bits ? U32(t("attn_dropout_bits")) : nullptr;
+      p.batch = batch;
+      p.seq = seq;
+      run_kernel("attn_flash_fwd", &p, rows);
+    } else {
+      kp::AttnFlashFwd p{P(t("qkv")), P(mask_), P(t("attn_context")), train ? F(t("attn_lse")) : nullptr,
+                         fwd_bits ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng};
+      run_kernel("attn_flash_fwd", &p, rows);
+    }
   } else {
     // scores[b,h] = Q·Kᵀ / sqrt(d)                                          [S, S8] per head
     gemm_batched("gemm_attn_scores_fwd", {false, true, seq, seq, d, 3 * H, 3 * H, sp}, array(kQ), array(kK),

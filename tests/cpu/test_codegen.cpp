@@ -1674,6 +1674,114 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
     check_env_error("DSKC_ATTN_BWD", bad, "wgmma", "sync", [] { attn_bwd_from_env(); });
 }
 
+TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=wgmma, the default; wgmma3; sync)") {
+  auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnFwd fwd, AttnMask mask = AttnMask::Kernel) {
+    PlanOptions o;
+    o.attention = AttentionPath::FusedWhereSupported;
+    o.attn_mask = mask;
+    o.arch = arch;
+    o.attn_fwd = fwd;
+    return make_plan(c, o);
+  };
+  for (DType t : {DType::F16, DType::BF16})
+    for (unsigned f : {kNoFlag, kAttnCkpt, kAllFlags})
+      for (bool pre_ln : {true, false}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(f);
+        CAPTURE(pre_ln);
+        LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
+        c.pre_layer_norm = pre_ln;
+        const LayerPlan w2 = plan_for(c, "sm_90", AttnFwd::Wgmma), w3 = plan_for(c, "sm_90", AttnFwd::Wgmma3),
+                        s = plan_for(c, "sm_90", AttnFwd::Sync);
+        CHECK(w2.attn_fwd_wgmma);
+        CHECK(w2.attn_fwd_wg_stages == 2);
+        CHECK(w3.attn_fwd_wgmma);
+        CHECK(w3.attn_fwd_wg_stages == 3);
+        CHECK_FALSE(s.attn_fwd_wgmma);
+        // The same kernels in the same order, the same memory: only attn_flash_fwd's code differs.
+        CHECK(kernel_names(w2) == kernel_names(s));
+        CHECK(w2.activation_bytes() == s.activation_bytes());
+        CHECK(w2.workspace_bytes(64, 128) == s.workspace_bytes(64, 128));
+        const KernelInfo* ks = s.find_kernel("attn_flash_fwd");
+        REQUIRE(ks);
+        CHECK(ks->op == "attn_flash_fwd");
+        CHECK(ks->params_type == "AttnFlashFwdParams");
+        for (const LayerPlan* w : {&w2, &w3}) {
+          const int stages = w->attn_fwd_wg_stages;
+          const KernelInfo* k = w->find_kernel("attn_flash_fwd");
+          REQUIRE(k);
+          CHECK(k->op == "attn_flash_fwd_wgmma");
+          CHECK(k->params_type == "AttnFlashFwdWgParams");
+          CHECK(k->instantiation == fmt::format("attn_flash_fwd_wgmma_impl<T, kAttnDropoutOn, {}>", stages));
+          CHECK(k->block == 128);
+          CHECK(k->rows_per_block == 64);
+          CHECK(k->grid == GridKind::FlashTiles);
+          CHECK(k->grid_constant);
+          CHECK(k->min_blocks == fmt::format("FlashWgFwdTile<{}>::kMinBlocks", stages));
+          CHECK(k->dynamic_smem == flash_wg_fwd_smem_bytes(stages, 128));
+          CHECK(k->fuses.find("attention dropout (mask from the keep bits)") != std::string::npos);
+        }
+      }
+  // Shared memory: the Q tile, two (three) K/V stages of 8 KB tiles, the row's fp32 key mask and the
+  // small rest; four blocks of two stages fit on an SM at seq 512 (228 KB), three of three.
+  CHECK(flash_wg_fwd_smem_bytes(2, 128) == 1024 + 8192 + 4 * 8192 + 512 + 8 + 24);
+  CHECK(flash_wg_fwd_smem_bytes(3, 100) == 1024 + 8192 + 6 * 8192 + 512 + 16 + 32);
+  CHECK(flash_wg_fwd_smem_bytes(2, 513) == 1024 + 8192 + 4 * 8192 + 4 * 576 + 8 + 24);
+  CHECK(4 * flash_wg_fwd_smem_bytes(2, 512) <= 228 * 1024);
+  CHECK(3 * flash_wg_fwd_smem_bytes(3, 512) <= 228 * 1024);
+  // The default (DSKC_ATTN_FWD unset) on sm_90 is the two-stage kernel; the source differs.
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_FWD", nullptr);
+    const LayerPlan d = plan_for(bert_large(), "sm_90", AttnFwd::FromEnvironment);
+    CHECK(d.attn_fwd_wgmma);
+    CHECK(d.attn_fwd_wg_stages == 2);
+    CHECK(emit(d).source != emit(plan_for(bert_large(), "sm_90", AttnFwd::Sync)).source);
+  }
+  // Inference and layers without attention dropout take it too (no keep bits at all).
+  LayerConfig inference = bert_large(), nodrop = bert_large();
+  inference.training = false;
+  nodrop.attn_dropout_ratio = 0;
+  for (const LayerConfig& c : {inference, nodrop}) {
+    const LayerPlan w = plan_for(c, "sm_90", AttnFwd::Wgmma, AttnMask::Inline);
+    CHECK(w.attn_fwd_wgmma);
+    CHECK_FALSE(w.attn_keep_bits);
+  }
+  // Where it does not apply, the option changes nothing: the forward that draws the mask itself
+  // (DSKC_ATTN_MASK=inline) with attention dropout, other archs, head dims other than 64, fp32.
+  LayerConfig d32 = bert_large(), d128 = bert_large();
+  d32.heads = 32;
+  d128.heads = 8;
+  const std::pair<LayerConfig, AttnMask> off[] = {{bert_large(), AttnMask::Inline},
+                                                  {d32, AttnMask::Kernel},
+                                                  {d128, AttnMask::Kernel},
+                                                  {with_dtype(bert_large(), DType::F32), AttnMask::Kernel}};
+  for (const auto& [c, mask] : off) {
+    CAPTURE(c.head_dim());
+    CAPTURE(static_cast<int>(mask));
+    const LayerPlan w = plan_for(c, "sm_90", AttnFwd::Wgmma, mask), s = plan_for(c, "sm_90", AttnFwd::Sync, mask);
+    CHECK_FALSE(w.attn_fwd_wgmma);
+    CHECK(emit(w).source == emit(s).source);
+  }
+  for (const char* arch : {"sm_80", "sm_86", "sm_89"}) {
+    CAPTURE(arch);
+    const LayerPlan w = plan_for(bert_large(), arch, AttnFwd::Wgmma3);
+    CHECK_FALSE(w.attn_fwd_wgmma);
+    CHECK(w.find_kernel("attn_flash_fwd")->op == "attn_flash_fwd");
+  }
+  // DSKC_ATTN_FWD, read when the options leave the choice to it; a bad value is a config error.
+  auto from_env = [&](const char* v) {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_FWD", v);
+    const LayerPlan p = plan_for(bert_large(), "sm_90", AttnFwd::FromEnvironment);
+    return p.attn_fwd_wgmma ? p.attn_fwd_wg_stages : 0;
+  };
+  CHECK(from_env("") == 2);
+  CHECK(from_env("wgmma") == 2);
+  CHECK(from_env("wgmma3") == 3);
+  CHECK(from_env("sync") == 0);
+  for (const char* bad : {"WGMMA", "wgmma4", "sync "})
+    check_env_error("DSKC_ATTN_FWD", bad, "wgmma", "sync", [] { attn_fwd_from_env(); });
+}
+
 TEST_CASE("stochastic_mode with DSKC_ATTN_DQ=atomic: single-pass fused attention backward attn_flash_bwd_dkdvdq "
           "with an fp32 dQ accumulator in the workspace") {
   // The deterministic list with attn_flash_bwd_dkdv (+ the dQ GEMM) replaced by the one kernel,
@@ -1800,9 +1908,14 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
     // gemm_sm90 (every epilogue), weight_transpose (fp16/bf16)
     const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t), FfnGemm::Sm90, LinearGemm::Sm90);
+    // the wgmma attention forward (sm_90, keep flags from attn_dropout_bits_fwd)
+    PlanOptions fwd_wg{AttentionPath::FusedWhereSupported, AttnMask::Kernel};
+    fwd_wg.arch = "sm_90";
+    fwd_wg.attn_fwd = AttnFwd::Wgmma;
+    const LayerPlan plan_fwd_wg = make_plan(with_dtype(c, t), fwd_wg);
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
                       module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source,
-                      module_sm90 = emit(plan_sm90).source;
+                      module_sm90 = emit(plan_sm90).source, module_fwd_wg = emit(plan_fwd_wg).source;
     const auto headers = template_headers(plan);
     for (const auto& tpl : embedded_templates()) {
       // The BERT model's own kernels (templates/model/) have their own config header and their
@@ -1838,6 +1951,11 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         for (const auto& k : plan_sm90.kernels)  // gemm_*_fwd, transpose_output_w, gemm_output_dgrad
           if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
             tu += wrapper_of(module_sm90, k.name);
+            wrapped.push_back(k.name);
+          }
+        for (const auto& k : plan_fwd_wg.kernels)  // attn_flash_fwd on wgmma
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_fwd_wg, k.name);
             wrapped.push_back(k.name);
           }
         // fp32 layers have no fused attention and no gemm_sm90: those templates compile with no
@@ -2032,6 +2150,7 @@ struct ModuleCase {
   bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
   int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;  // sm_90, head dim 64: the wgmma dK/dV kernel by default
+  AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -2055,6 +2174,7 @@ void compile_module(const ModuleCase& mc) {
                                  : AttnDq::Gemm};
   opt.attn_fwd_stages = mc.fwd_stages;
   opt.attn_bwd = mc.attn_bwd;
+  opt.attn_fwd = mc.attn_fwd;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   BuildResult r;
@@ -2085,13 +2205,18 @@ void compile_module(const ModuleCase& mc) {
       CHECK(it->registers <= 168);
     // The wgmma dK/dV kernel (8 warps per SM) gets the registers its wgmmas need: with fewer, ptxas
     // serializes them (C7512, "wgmma.mma_async instructions are serialized"), which costs most of its speed.
+    // The wgmma forward: no serialized wgmmas either (its bound: 4 or 3 blocks of 128 threads per SM).
+    if (k.op == "attn_flash_fwd_wgmma")
+      CHECK_MESSAGE(r.module.log.find("serialized due to insufficient register resources for the function '" + k.name +
+                                      "'") == std::string::npos,
+                    "ptxas serialized the wgmmas of " << k.name);
     if (k.op == "attn_flash_bwd_wgmma") {
       CHECK(it->registers > 168);
       CHECK_MESSAGE(r.module.log.find("serialized due to insufficient register resources for the function '" + k.name +
                                       "'") == std::string::npos,
                     "ptxas serialized the wgmmas of " << k.name);
     }
-    if (k.name == "attn_flash_fwd" && !k.min_blocks.empty() && plan.cfg.head_dim() <= 64) CHECK(it->registers <= 128);
+    if (k.op == "attn_flash_fwd" && !k.min_blocks.empty() && plan.cfg.head_dim() <= 64) CHECK(it->registers <= 128);
     // Known exceptions: ptxas spills 12 bytes (8-byte stack) in layernorm_fwd at hidden 8192 fp16
     // (40 registers, no local memory in the PTX), and as much in layernorm_bwd_attn at hidden 8192
     // on sm_80 once it also draws the attention output's dropout mask (1024 threads: 64 registers
@@ -2100,7 +2225,7 @@ void compile_module(const ModuleCase& mc) {
                        it->spill_bytes <= 16;
     CHECK_MESSAGE((it->spill_bytes == 0 || known), k.name << " spills " << it->spill_bytes << " bytes");
     CHECK(r.module.image.find(k.name) != std::string::npos);  // the symbol is in the cubin
-    if (k.name == "attn_flash_fwd") {
+    if (k.op == "attn_flash_fwd") {
       // The plan's mirror of the kernel's static shared memory (which picks its K/V buffers) is an
       // upper bound within 32 bytes (the flag arrays' placeholders, which ptxas drops when unused),
       // and two buffers stay within 48 KB.
@@ -2200,6 +2325,14 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags,
        .attn_bwd = AttnBwd::Wgmma2},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_bwd = AttnBwd::Sync},
+      // The wgmma forward (keep flags from attn_dropout_bits_fwd): two stages (the default) and three,
+      // fp16 / bf16, the longest rows (an 8 KB key mask), and the mma.sync forward there (DSKC_ATTN_FWD=sync).
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},
+      {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .flags = kAllFlags,
+       .mask_kernel = true, .attn_fwd = AttnFwd::Wgmma3},
+      {.hidden = 1024, .heads = 16, .seq = 2048, .dtype = BF16, .arch = "sm_90", .mask_kernel = true},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true,
+       .attn_fwd = AttnFwd::Sync},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .stochastic = true,
        .dq_atomic = true},
       {.hidden = 1024, .heads = 8, .seq = 512, .dtype = F16, .arch = "sm_80", .flags = kAttnCkpt, .stochastic = true,

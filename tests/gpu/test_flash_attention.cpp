@@ -98,6 +98,8 @@ struct Result {
   std::map<std::string, std::vector<float>> grads;
   bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false;
   int fwd_stages = 0;  // the plan's attn_fwd_stages
+  bool fwd_wgmma = false;  // the plan's attn_fwd_wgmma (attn_flash_fwd on warpgroup MMA)
+  int fwd_wg_stages = 0;   // its K/V stages
   bool bwd_wgmma = false;  // the plan's attn_bwd_wgmma (attn_flash_bwd_dkdv on warpgroup MMA)
   int bwd_wgs = 0;         // its math warpgroups per block
 };
@@ -133,6 +135,8 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.dq_atomic = layer.plan().attn_dq_atomic;
   r.dq_gemm = layer.plan().attn_dq_gemm;
   r.fwd_stages = layer.plan().attn_fwd_stages;
+  r.fwd_wgmma = layer.plan().attn_fwd_wgmma;
+  r.fwd_wg_stages = layer.plan().attn_fwd_wg_stages;
   r.bwd_wgmma = layer.plan().attn_bwd_wgmma;
   r.bwd_wgs = layer.plan().attn_bwd_wgs;
   layer.backward(dyb.ptr(), dxb.ptr());
@@ -409,6 +413,8 @@ void check_keep_bit_sources(const Case& k) {
   INFO("case " << k.name << ": keep bits saved vs rewritten vs from attn_dropout_bits_fwd, B=" << B << " S=" << S
                << " " << dtype_name(t));
   const Progress progress(std::string(k.name) + " keep-bit sources");
+  // The mma.sync forward under every source (the wgmma forward reads the bits only; check_wgmma_fwd_vs_sync).
+  const dskc_test::ScopedEnv env_fwd("DSKC_ATTN_FWD", "sync");
   Context ctx;
   const auto params = rounded_params(c, 6);
   auto x = dskc_test::randn(static_cast<size_t>(B) * S * H, 3), dy = dskc_test::randn(x.size(), 4);
@@ -460,6 +466,7 @@ void check_fwd_stages(const Case& k, int want_stages) {
   const int B = k.batch, S = k.seq, H = c.hidden_size;
   INFO("case " << k.name << ": two K/V buffers vs one, B=" << B << " S=" << S << " " << dtype_name(t));
   const Progress progress(std::string(k.name) + " K/V buffers");
+  const dskc_test::ScopedEnv env_fwd("DSKC_ATTN_FWD", "sync");  // the buffers are the mma.sync kernel's
   Context ctx;
   const auto params = rounded_params(c, 9);
   auto [x, dy, mask] = inputs_of(k, H, t, 7, 8);
@@ -687,5 +694,97 @@ TEST_CASE("fused attention backward on warpgroup MMA (DSKC_ATTN_BWD=wgmma, wgmma
     check_case({"d64-s127-wg", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true}, false);
     check_case({"d64-s77-bf16-wg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true}, false);
     check_case({"d64-s381-adc-wg", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true, true}, false);
+  }
+}
+
+// DSKC_ATTN_FWD=wgmma / wgmma3 (on Hopper at head dim 64 the default: attn_flash_fwd on warpgroup MMA,
+// templates/attn_flash_fwd_wgmma.cuh, two or three K/V stages) against DSKC_ATTN_FWD=sync (the mma.sync
+// kernel) on the same layer and inputs, the keep flags from attn_dropout_bits_fwd (DSKC_ATTN_MASK=kernel):
+// the keep bits are bitwise equal; the context, the logsumexp, the layer output, dQ/dK/dV and every
+// gradient agree within a few rounding units of the dtype (the same rounded operands, another fp32
+// summation order in the products); a second run is bitwise equal to the first. Partial key and query
+// tiles (S = 1, 33, 65, 127, 200, 509: one to eight key tiles, the K/V stages refilled and wrapped),
+// masks, dropout on and off, attn_dropout_checkpoint, fp16 and bf16, Pre-/Post-LN.
+void check_wgmma_fwd_vs_sync(const Case& k, const char* variant, int stages) {
+  if (!selected(k.name)) return;
+  const LayerConfig c = config_of(k);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
+  INFO("case " << k.name << ": DSKC_ATTN_FWD=" << variant << " vs sync, B=" << B << " S=" << S << " "
+               << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
+  const Progress progress(std::string(k.name) + " fwd " + variant + " vs sync");
+  Context ctx;
+  const auto params = rounded_params(c, 14, 83);
+  auto [x, dy, mask] = inputs_of(k, H, t, 15, 16);
+  const auto fused = AttentionPath::FusedWhereSupported;
+  Result a, w[2];
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_FWD", "sync");
+    a = run(ctx, c, fused, params, x, mask, dy, B, S, "kernel");
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_FWD", variant);
+    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S, "kernel");
+  }
+  REQUIRE(a.fused);
+  REQUIRE_FALSE(a.fwd_wgmma);
+  if (!w[0].fwd_wgmma) {
+    MESSAGE("DSKC_ATTN_FWD=" << variant << ": this GPU is not sm_90, the layer keeps the mma.sync kernel");
+    return;
+  }
+  CHECK(w[0].fwd_wg_stages == stages);
+  CHECK(w[0].bwd_wgmma == a.bwd_wgmma);
+  CHECK(w[0].bits == a.bits);
+  CHECK(w[1].ctx == w[0].ctx);
+  CHECK(w[1].lse == w[0].lse);
+  CHECK(w[1].out == w[0].out);
+  CHECK(w[1].dqkv == w[0].dqkv);
+  CHECK(w[1].dx == w[0].dx);
+  const double tol = t == DType::BF16 ? 1e-2 : 2e-3;
+  const Diff ctx_e = diff(w[0].ctx, a.ctx, B, S, H, 0, H, d, 0, 0);
+  std::printf("  %s fwd %s: context vs sync: max abs %.3e, rel %.3e\n", k.name, variant, ctx_e.max_abs, ctx_e.rel);
+  CHECK_MESSAGE(ctx_e.rel <= tol, "context: normwise rel difference " << ctx_e.rel << " from the mma.sync kernel");
+  REQUIRE(w[0].lse.size() == a.lse.size());
+  double lse_err = 0;
+  for (size_t i = 0; i < a.lse.size(); ++i)
+    lse_err = std::max(lse_err, std::isfinite(w[0].lse[i]) ? std::fabs(static_cast<double>(w[0].lse[i]) - a.lse[i]) : 1e300);
+  CHECK_MESSAGE(lse_err <= 1e-4, "logsumexp: max abs difference " << lse_err << " from the mma.sync kernel");
+  const auto out = dskc_test::compare(w[0].out, a.out);
+  CHECK_MESSAGE(out.rel <= tol, "output: normwise rel difference " << out.rel);
+  double dqkv_norm = 0;
+  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
+  dqkv_norm = std::sqrt(dqkv_norm);
+  const char* part[3] = {"dQ", "dK", "dV"};
+  for (int p = 0; p < 3; ++p) {
+    const Diff e = diff(w[0].dqkv, a.dqkv, B, S, 3 * H, p * H, H, d, 0, 0, dqkv_norm);
+    CHECK_MESSAGE(e.rel <= tol, part[p] << ": normwise rel difference " << e.rel << " after the mma.sync forward's");
+  }
+  const auto dx = dskc_test::compare(w[0].dx, a.dx);
+  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
+  for (const auto& [name, v] : a.grads) {
+    const auto e = dskc_test::compare(w[0].grads.at(name), v);
+    CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
+    CHECK_MESSAGE(w[1].grads.at(name) == w[0].grads.at(name), "grad_" << name << " differs between two runs");
+  }
+}
+
+TEST_CASE("fused attention forward on warpgroup MMA (DSKC_ATTN_FWD=wgmma, wgmma3) vs the mma.sync kernel, the "
+          "unfused path and the CPU reference") {
+  dskc_test::require_gpu();
+  const std::pair<const char*, int> variants[] = {{"wgmma", 2}, {"wgmma3", 3}};
+  for (const auto& [v, stages] : variants) {
+    check_wgmma_fwd_vs_sync({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, v, stages);
+    check_wgmma_fwd_vs_sync({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, v, stages);
+    check_wgmma_fwd_vs_sync({"d64-s33-bf16", 2, 40, 33, 256, 4, DType::BF16, false, 0.2, true}, v, stages);
+    check_wgmma_fwd_vs_sync({"d64-s65", 2, 72, 65, 256, 4, DType::F16, true, 0.1, true}, v, stages);
+    check_wgmma_fwd_vs_sync({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, v, stages);
+    check_wgmma_fwd_vs_sync({"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true}, v, stages);
+    check_wgmma_fwd_vs_sync({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, v, stages);
+    // The same kernels against the unfused path and the double-precision reference.
+    const dskc_test::ScopedEnv env("DSKC_ATTN_FWD", v);
+    check_case({"d64-s127-fwg", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, false, true}, false);
+    check_case({"d64-s77-bf16-fwg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true, false, true}, false);
+    check_case({"d64-s381-adc-fwg", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true, true, true}, false);
+    check_case({"d64-s200-nodrop-fwg", 2, 256, 200, 256, 4, DType::BF16, true, 0.0, true}, false);
   }
 }

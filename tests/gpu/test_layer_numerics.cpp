@@ -419,6 +419,9 @@ TEST_CASE("fp16 Post-LN head dim 64, seq 127, dropout, DSKC_BIAS_GRAD=epilogue (
 // parameter gradient bitwise equal.
 TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and gradients") {
   dskc_test::require_gpu();
+  // The mma.sync forward under every source (the wgmma forward, Hopper's default at head dim 64, reads
+  // the bits only: test_flash_attention compares it with this one).
+  const dskc_test::ScopedEnv env_fwd("DSKC_ATTN_FWD", "sync");
   Context ctx;
   for (DType t : {DType::F16, DType::BF16}) {
     const LayerConfig base = make_cfg(3, 96, 256, 4, 512, t, t == DType::F16, 0.3, 0.1);  // d 64, odd seq below
