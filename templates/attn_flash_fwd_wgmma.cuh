@@ -48,8 +48,9 @@ struct FlashWgFwdTile {
   static constexpr int kBars = kStages + 1;                           // full[s], q
   static_assert(kBars0 % 8 == 0, "mbarriers are 8-byte aligned");
   static constexpr int smem_bytes = 1024 + kBars0 + 8 * kBars;  // + 1024: aligning the dynamic base
-  // Resident blocks per SM the kernel is built for (__launch_bounds__): 4 with two stages (41 KB of
-  // shared memory, <= 128 registers), 3 with more (57+ KB, <= 168 registers).
+  // Resident blocks per SM the kernel is built for (__launch_bounds__): 4 with two stages (42.5 KB of
+  // shared memory at max_seq 512, <= 128 registers), 3 with three (58.5 KB, <= 168 registers). Two
+  // stages measured faster (bench/NOTES.md v21): the fourth block hides the loads better than a third stage.
   static constexpr int kMinBlocks = kStages == 2 ? 4 : 3;
 };
 
