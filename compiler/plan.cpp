@@ -144,9 +144,11 @@ bool attn_bwd_wgmma_supported(const LayerConfig& c, const std::string& arch) {
 
 int flash_wg_bwd_smem_bytes(int wgs) {
   // Mirrors FlashWgBwdTile (templates/attn_flash_bwd_wgmma.cuh): K/V tiles, 3 Q/dO stages, two dSᵀ
-  // regions per warpgroup (8 KB tiles), the key mask, a counter per stage, 4 barriers.
-  const int tile = 64 * 128, stages = 3, keys = 64 * wgs;
-  return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + keys * 4 + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
+  // regions per warpgroup (8 KB tiles), per stage the 64 queries' L, D and 2 keep words per
+  // warpgroup, the key mask, a counter per stage, 4 barriers.
+  const int tile = 64 * 128, stages = 3, keys = 64 * wgs, row_bytes = (2 + 2 * wgs) * 64 * 4;
+  return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + stages * row_bytes + keys * 4 +
+         (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
 }
 
 AttnFwd attn_fwd_from_env() {

@@ -15,9 +15,11 @@
 // TMA the K and V tiles once and the first kStages Q/dO tiles (3-D tensor maps [B][S][columns]: rows
 // past the sequence's end read as zero); after that, the last of the block's warps to finish with a
 // stage (its warpgroup's products reading it are complete; a shared counter per stage) refills it
-// with the tile kStages later. Each thread loads its 16 query columns' logsumexp, D and keep words
-// from global memory at the start of the tile (L2, first used after the tile's products);
-// queries past S get L = +inf, so P = 0.
+// with the tile kStages later, and the same warp copies the tile's logsumexp L, D and keep words into
+// the stage with cp.async (4-byte copies, zero past S; the stage's barrier also counts the 32 lanes'
+// cp.async arrivals). The threads read them from shared memory after the tile's products (until v22
+// each thread loaded its 16 query columns from global memory per tile: ~200 instructions of address
+// arithmetic and loads per thread and tile in a kernel whose issue slots are ~45% busy).
 // Registers: 8 warps per SM either way (two blocks of one warpgroup, the default, or one of two), so
 // ptxas may use up to 255 per thread (it takes ~227); with a producer warp (9-10 warps per SM, 168)
 // it serialized the wgmmas (C7512). Measured (bench/NOTES.md v20): dK/dV −18% / −25% against the
@@ -48,7 +50,12 @@ struct FlashWgBwdTile {
   static constexpr int kKV = 0;                                    // K, V of warpgroup c: tiles 2c, 2c + 1
   static constexpr int kStage0 = kKV + 2 * kWG * kTileBytes;       // stage s: Q, dO tiles
   static constexpr int kDs0 = kStage0 + kStages * 2 * kTileBytes;  // dSᵀ regions: 2 per warpgroup
-  static constexpr int kMask0 = kDs0 + 2 * kWG * kTileBytes;       // the block's key mask (fp32, × log2 e)
+  // Per stage, the query tile's L, D (fp32, as stored) and keep words (per query, the words of the
+  // warpgroups' keys: 2 per warpgroup), copied by the refilling warp with cp.async (zero past S).
+  static constexpr int kRowVals = 2 + 2 * kWG;                          // 4-byte values per query
+  static constexpr int kRows0 = kDs0 + 2 * kWG * kTileBytes;
+  static constexpr int kRowBytes = kRowVals * kQueries * 4;              // per stage
+  static constexpr int kMask0 = kRows0 + kStages * kRowBytes;     // the block's key mask (fp32, × log2 e)
   static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warps done with it (mod 4·kWG)
   static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
   static constexpr int kBars = kStages + 1;  // full[s], kv
@@ -98,9 +105,33 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::tma_load_3d(qt, &p.qkv, full(s), h * kHeadDim, it * F::kQueries, b);
     sm90::tma_load_3d(qt + F::kTileBytes, &p.dctx, full(s), h * kHeadDim, it * F::kQueries, b);
   };
+  // L, D and the keep words of query tile `it` into stage it % kStages (one whole warp; cp.async, zero
+  // past S: there P ⊙ Z and dS multiply zero rows of Q and dO or are zero themselves, see below).
+  const float* lse_g = p.lse + static_cast<size_t>(bh) * seq;
+  const float* dot_g = p.dot + static_cast<size_t>(bh) * seq;
+  const int words = (seq + 31) / 32;
+  const uint32_t* bits_g = kDropout ? p.bits + static_cast<size_t>(bh) * seq * words : nullptr;
+  auto load_rows = [&](int it) {
+    const int s = it % F::kStages;
+    const uint32_t dst = base + F::kRows0 + s * F::kRowBytes;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int q = lane + 32 * r, i = it * F::kQueries + q;
+      const uint32_t bytes = i < seq ? 4u : 0u;
+      const int ic = min(i, seq - 1);
+      sm90::cp_async_4(dst + 4 * q, lse_g + ic, bytes);
+      sm90::cp_async_4(dst + 4 * (F::kQueries + q), dot_g + ic, bytes);
+      if constexpr (kDropout)
+#pragma unroll
+        for (int x = 0; x < 2 * kWG; ++x)  // the words of keys j0 + 32x .. + 31
+          sm90::cp_async_4(dst + 4 * ((2 + x) * F::kQueries + q),
+                           bits_g + static_cast<size_t>(ic) * words + min(j0 / 32 + x, words - 1), bytes);
+    }
+    sm90::cp_async_mbar_arrive(full(s));
+  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < F::kStages; ++s) {
-      sm90::mbar_init(full(s), 1);
+      sm90::mbar_init(full(s), 1 + 32);  // the TMA's expect_tx arrival + the 32 lanes' cp.async arrivals
       done_s[s] = 0;
     }
     sm90::mbar_init(kv_bar, 1);
@@ -114,6 +145,10 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       sm90::tma_load_3d(kt + F::kTileBytes, &p.qkv, kv_bar, 2 * kHidden + h * kHeadDim, j0 + 64 * c, b);
     }
     for (int it = 0; it < tiles && it < F::kStages; ++it) load_stage(it);
+  }
+  if (warp == 0) {
+    __syncwarp();  // the barriers are initialized (thread 0, fenced) before the lanes' cp.async arrivals
+    for (int it = 0; it < tiles && it < F::kStages; ++it) load_rows(it);
   }
   {
     const E* mask_row = reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(b) * seq;
@@ -130,12 +165,8 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   const float mask_r[2] = {mask_s[64 * c + 16 * w + g], mask_s[64 * c + 16 * w + g + 8]};
   // The warp's 16 keys lie in one keep word of each query row: word (j0 + 64c)/32 + w/2, bits
   // 16(w%2) + g (+8).
-  const int words = (seq + 31) / 32;
-  const int key_word = (j0 + 64 * c) / 32 + w / 2;
+  // (the stage's keep words 2 + 2c + w/2).
   const uint32_t keep_bit[2] = {1u << (16 * (w % 2) + g), 1u << (16 * (w % 2) + g + 8)};
-  const float* lse_g = p.lse + static_cast<size_t>(bh) * seq;
-  const float* dot_g = p.dot + static_cast<size_t>(bh) * seq;
-  const uint32_t* bits_g = kDropout ? p.bits + static_cast<size_t>(bh) * seq * words + min(key_word, words - 1) : nullptr;
   sm90::mbar_wait(kv_bar, 0);
 
   float dk[32], dv[32], st[32], dpt[32];
@@ -147,19 +178,6 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     const int i0 = it * F::kQueries, stage = it % F::kStages;
     const uint32_t phase = (it / F::kStages) & 1u;
     const uint32_t q_tile = base + F::kStage0 + 2 * stage * F::kTileBytes, do_tile = q_tile + F::kTileBytes;
-    // This thread's 16 query columns i0 + 8j + 2t (+1): logsumexp (log2 units), D and keep word
-    // (indices clamped into the head; columns past S are masked below).
-    float lse_r[16], dot_r[16];
-    uint32_t keep_r[kDropout ? 16 : 1];
-    // The loaded values are first used after the tile's products (a use here, e.g. scaling L, would
-    // make the warp wait for the loads before issuing its wgmmas: measured +30% kernel time).
-#pragma unroll
-    for (int q = 0; q < 16; ++q) {
-      const int i = min(i0 + 8 * (q / 2) + 2 * t + (q % 2), seq - 1);
-      lse_r[q] = lse_g[i];
-      dot_r[q] = dot_g[i];
-      if constexpr (kDropout) keep_r[q] = bits_g[static_cast<size_t>(i) * words];
-    }
     sm90::mbar_wait(full(stage), phase);
     sm90::wgmma_fence();
 #pragma unroll
@@ -175,34 +193,49 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::fence_operands(dpt);
     sm90::fence_operands(dk);
     sm90::fence_operands(dv);
-    if (it > 0 && lane == 0 && it - 1 + F::kStages < tiles) {
-      // The previous tile's stage is no longer read by this warp's products; the last of the block's
-      // warps to get here refills it with the tile kStages after that one.
+    if (it > 0 && it - 1 + F::kStages < tiles) {
+      // The previous tile's stage is no longer read by this warp (its products are complete, its
+      // L/D/keep reads came before); the last of the block's warps to get here refills it with the
+      // tile kStages after that one (Q, dO by TMA from lane 0, the row values by the whole warp).
       const int ps = (it - 1) % F::kStages;
-      if (atomicAdd(done_s + ps, 1) % (4 * kWG) == 4 * kWG - 1) load_stage(it - 1 + F::kStages);
+      int last = 0;
+      if (lane == 0) last = atomicAdd(done_s + ps, 1) % (4 * kWG) == 4 * kWG - 1;
+      if (__shfl_sync(0xffffffffu, last, 0)) {
+        if (lane == 0) load_stage(it - 1 + F::kStages);
+        load_rows(it - 1 + F::kStages);
+      }
     }
 
-    // L in log2 units; past S +inf, so P = 2^(… − inf) = 0 with no test per score.
-    const int lim = seq - i0 - 2 * t;  // column 8j + 2t + (q % 2) of the tile is a query < S
+    // This thread's query columns 8j + 2t (+1) of the stage's L, D and keep words (shared memory).
+    // Past S they are zero: there Q's and dO's rows are zero, so Sᵀ = 0 and dPᵀ = 0, P = 2^mask
+    // multiplies a zero dO row in dV and dS = P·(0 − 0) = 0 (its dK term and its grad_scores column).
+    const float* const rows_s = reinterpret_cast<const float*>(smem_ptr + base + F::kRows0 + stage * F::kRowBytes);
+    const float* const lse_s = rows_s + 2 * t;
+    const float* const dot_s = rows_s + F::kQueries + 2 * t;
+    const uint32_t* const keep_s = reinterpret_cast<const uint32_t*>(rows_s) + (2 + 2 * c + w / 2) * F::kQueries + 2 * t;
 #pragma unroll
-    for (int q = 0; q < 16; ++q)
-      lse_r[q] = 8 * (q / 2) + (q % 2) < lim ? lse_r[q] * flash::kLog2e : __int_as_float(0x7f800000);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 8; ++j) {
+      const float2 lj = *reinterpret_cast<const float2*>(lse_s + 8 * j);
+      const float2 dj = *reinterpret_cast<const float2*>(dot_s + 8 * j);
+      uint2 kj = make_uint2(0u, 0u);
+      if constexpr (kDropout) kj = *reinterpret_cast<const uint2*>(keep_s + 8 * j);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int q = 2 * j + (e & 1);
-        const float pv = flash::exp2_approx(st[4 * j + e] * scale2 + mask_r[e >> 1] - lse_r[q]);
+        const float lq = (e & 1) ? lj.y : lj.x, dq = (e & 1) ? dj.y : dj.x;
+        // P = 2^(Sᵀ·scale·log2 e + mask·log2 e − L·log2 e)
+        const float pv =
+            flash::exp2_approx(__fmaf_rn(lq, -flash::kLog2e, __fmaf_rn(st[4 * j + e], scale2, mask_r[e >> 1])));
         float dp = dpt[4 * j + e];
         float pz = pv;
         if constexpr (kDropout) {
-          const bool keep = (keep_r[q] & keep_bit[e >> 1]) != 0u;
+          const bool keep = (((e & 1) ? kj.y : kj.x) & keep_bit[e >> 1]) != 0u;
           pz = keep ? pv : 0.f;
           dp *= keep ? kAttnDropoutScale : 0.f;
         }
         st[4 * j + e] = pz;
-        dpt[4 * j + e] = pv * (dp - dot_r[q]);
+        dpt[4 * j + e] = pv * (dp - dq);
       }
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       pa[kk][0] = flash::pack2<E>(st[8 * kk], st[8 * kk + 1]);

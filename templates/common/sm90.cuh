@@ -112,6 +112,22 @@ __device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* map
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 #endif
 }
+// A 4-byte asynchronous copy global -> shared (cp.async, not the bulk engine): `bytes` = 4 copies the
+// word, 0 writes zero (the source is not read). Completion is tracked per thread by
+// cp_async_mbar_arrive.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32_t bytes) {
+#if DSKC_SM90A
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+#endif
+}
+// One arrival on `bar` once every cp.async this thread issued before has landed (.noinc: the arrival
+// counts against the count the barrier was initialized with).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+#if DSKC_SM90A
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 // 2-D bulk tensor copy shared -> global: the box at `src` (the layout a load of the same box would
 // leave: 128-byte rows, swizzled) to (c0, c1) of the tensor map; rows past the tensor's end are not
 // written. One commit group per `tma_store_commit`; `tma_store_wait_read<N>` returns once all but the

@@ -1624,10 +1624,10 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
           CHECK(k->fuses.find("dSᵀ into grad_scores by TMA for the dQ GEMM") != std::string::npos);
         }
       }
-  // Shared memory: K/V, three Q/dO stages, two dSᵀ regions per warpgroup (8 KB tiles) and the small
-  // rest; two one-warpgroup blocks fit on an SM (228 KB), one of two.
-  CHECK(flash_wg_bwd_smem_bytes(1) == 1024 + 2 * 8192 + 6 * 8192 + 2 * 8192 + 256 + 16 + 32);
-  CHECK(flash_wg_bwd_smem_bytes(2) == 1024 + 4 * 8192 + 6 * 8192 + 4 * 8192 + 512 + 16 + 32);
+  // Shared memory: K/V, three Q/dO stages, two dSᵀ regions per warpgroup (8 KB tiles), per stage the
+  // queries' L, D and keep words, and the small rest; two one-warpgroup blocks fit on an SM (228 KB), one of two.
+  CHECK(flash_wg_bwd_smem_bytes(1) == 1024 + 2 * 8192 + 6 * 8192 + 2 * 8192 + 3 * 1024 + 256 + 16 + 32);
+  CHECK(flash_wg_bwd_smem_bytes(2) == 1024 + 4 * 8192 + 6 * 8192 + 4 * 8192 + 3 * 1536 + 512 + 16 + 32);
   CHECK(2 * flash_wg_bwd_smem_bytes(1) <= 228 * 1024);
   // The default (DSKC_ATTN_BWD unset) on sm_90 is the one-warpgroup kernel; the source differs.
   {
