@@ -21,7 +21,7 @@
 // each thread loaded its 16 query columns from global memory per tile: ~200 instructions of address
 // arithmetic and loads per thread and tile in a kernel whose issue slots are ~45% busy).
 // Registers: 8 warps per SM either way (two blocks of one warpgroup, the default, or one of two), so
-// ptxas may use up to 255 per thread (it takes ~227); with a producer warp (9-10 warps per SM, 168)
+// ptxas may use up to 255 per thread (it takes ~190); with a producer warp (9-10 warps per SM, 168)
 // it serialized the wgmmas (C7512). Measured (bench/NOTES.md v20): dK/dV −18% / −25% against the
 // mma.sync kernel at (64,128) / (16,512); two warpgroups sharing each stage were slower than two
 // independent blocks (their softmax phases run in step).
