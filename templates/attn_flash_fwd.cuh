@@ -227,21 +227,15 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   E* ctx = reinterpret_cast<E*>(p.ctx);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    l[r] = flash::quad_sum(l[r]);
     const int i = rows[r];
     if (i >= seq) continue;
-    const float inv = l[r] > 0.f ? (kDropout ? kAttnDropoutScale : 1.f) / l[r] : 0.f;
+    const float inv = flash::row_out_scale<kDropout>(l[r]);
     E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
 #pragma unroll
     for (int n = 0; n < kOTiles; ++n) flash::store2<E>(out + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-    if constexpr (kTraining) {
-      // A row with every key masked by -inf has l = 0: L = +inf makes backward's exp(S − L) = 0.
-      // (m is in log2 units: L = m·ln 2 + ln l, one explicit fma so every instantiation rounds alike.)
-      if (t == 0)
-        p.lse[static_cast<size_t>(bh) * seq + i] =
-            l[r] > 0.f ? __fmaf_rn(m[r], 1.f / flash::kLog2e, logf(l[r])) : __int_as_float(0x7f800000);
-    }
+    if constexpr (kTraining)
+      if (t == 0) p.lse[static_cast<size_t>(bh) * seq + i] = flash::row_logsumexp(m[r], l[r]);
   }
 }
 

@@ -235,6 +235,23 @@ __device__ __forceinline__ float exp2_approx(float x) {
 }
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The end of a query row of the attention forward (attn_flash_fwd and its wgmma form share these):
+// the row sum l of the quad of threads holding the row, the context's scale 1/l (· 1/(1−p) with
+// attention dropout; 0 for a row with l = 0), and its logsumexp L from the running max m (log2 units).
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+template <bool kDropout>
+__device__ __forceinline__ float row_out_scale(float l) {
+  return l > 0.f ? (kDropout ? kAttnDropoutScale : 1.f) / l : 0.f;
+}
+// A row with every key masked by -inf has l = 0: L = +inf makes backward's exp(S − L) = 0.
+// (L = m·ln 2 + ln l, one explicit fma so every instantiation rounds alike.)
+__device__ __forceinline__ float row_logsumexp(float m, float l) {
+  return l > 0.f ? __fmaf_rn(m, 1.f / kLog2e, logf(l)) : __int_as_float(0x7f800000);
+}
+
 // A-operand fragment of k-step ks for the warp's 16 rows starting at row0 of a [rows][kFlashStride] tile.
 template <typename E>
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const E (*tile)[kFlashStride], int row0, int ks) {
