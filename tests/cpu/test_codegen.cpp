@@ -1573,6 +1573,29 @@ TEST_CASE("DSKC_BIAS_GRAD: gemv (default), epilogue, partials; anything else is 
     check_env_error("DSKC_BIAS_GRAD", bad, "gemv", "partials", [] { bias_grad_from_env(); });
 }
 
+// The layers the Hopper attention kernels apply to: fp16/bf16 BERT-Large with no flag,
+// attn_dropout_checkpoint and all three flags, Pre- and Post-LN; fn(config) runs under CAPTUREs of each.
+template <typename Fn>
+void for_each_fused_bert_large(Fn&& fn) {
+  for (DType t : {DType::F16, DType::BF16})
+    for (unsigned f : {kNoFlag, kAttnCkpt, kAllFlags})
+      for (bool pre_ln : {true, false}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(f);
+        CAPTURE(pre_ln);
+        LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
+        c.pre_layer_norm = pre_ln;
+        fn(c);
+      }
+}
+
+// Two plans that differ only in one kernel's code: the same kernels in the same order, the same memory.
+void check_same_schedule(const LayerPlan& a, const LayerPlan& b) {
+  CHECK(kernel_names(a) == kernel_names(b));
+  CHECK(a.activation_bytes() == b.activation_bytes());
+  CHECK(a.workspace_bytes(64, 128) == b.workspace_bytes(64, 128));
+}
+
 TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN_BWD=wgmma, the default; wgmma2; "
           "sync)") {
   auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnBwd bwd, AttnDq dq = AttnDq::Gemm) {
@@ -1583,47 +1606,37 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
     o.attn_bwd = bwd;
     return make_plan(c, o);
   };
-  for (DType t : {DType::F16, DType::BF16})
-    for (unsigned f : {kNoFlag, kAttnCkpt, kAllFlags})
-      for (bool pre_ln : {true, false}) {
-        CAPTURE(dtype_name(t));
-        CAPTURE(f);
-        CAPTURE(pre_ln);
-        LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
-        c.pre_layer_norm = pre_ln;
-        const LayerPlan w1 = plan_for(c, "sm_90", AttnBwd::Wgmma), w2 = plan_for(c, "sm_90", AttnBwd::Wgmma2),
-                        s = plan_for(c, "sm_90", AttnBwd::Sync);
-        CHECK(w1.attn_bwd_wgmma);
-        CHECK(w1.attn_bwd_wgs == 1);
-        CHECK(w2.attn_bwd_wgmma);
-        CHECK(w2.attn_bwd_wgs == 2);
-        CHECK_FALSE(s.attn_bwd_wgmma);
-        // The same kernels in the same order, the same memory: only attn_flash_bwd_dkdv's code differs.
-        CHECK(kernel_names(w1) == kernel_names(s));
-        CHECK(w1.activation_bytes() == s.activation_bytes());
-        CHECK(w1.workspace_bytes(64, 128) == s.workspace_bytes(64, 128));
-        const KernelInfo* k1 = w1.find_kernel("attn_flash_bwd_dkdv");
-        const KernelInfo* k2 = w2.find_kernel("attn_flash_bwd_dkdv");
-        const KernelInfo* ks = s.find_kernel("attn_flash_bwd_dkdv");
-        REQUIRE(k1);
-        REQUIRE(k2);
-        REQUIRE(ks);
-        CHECK(ks->op == "attn_flash_bwd");
-        CHECK(ks->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
-        for (const KernelInfo* k : {k1, k2}) {
-          const int wgs = k == k1 ? 1 : 2;
-          CHECK(k->op == "attn_flash_bwd_wgmma");
-          CHECK(k->params_type == "AttnFlashBwdWgParams");
-          CHECK(k->instantiation == fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}>", wgs));
-          CHECK(k->block == 128 * wgs);
-          CHECK(k->rows_per_block == 64 * wgs);
-          CHECK(k->grid == GridKind::FlashTiles);
-          CHECK(k->grid_constant);
-          CHECK(k->min_blocks == fmt::format("FlashWgBwdTile<{}>::kMinBlocks", wgs));
-          CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(wgs));
-          CHECK(k->fuses.find("dSᵀ into grad_scores by TMA for the dQ GEMM") != std::string::npos);
-        }
-      }
+  for_each_fused_bert_large([&](const LayerConfig& c) {
+    const LayerPlan w1 = plan_for(c, "sm_90", AttnBwd::Wgmma), w2 = plan_for(c, "sm_90", AttnBwd::Wgmma2),
+                    s = plan_for(c, "sm_90", AttnBwd::Sync);
+    CHECK(w1.attn_bwd_wgmma);
+    CHECK(w1.attn_bwd_wgs == 1);
+    CHECK(w2.attn_bwd_wgmma);
+    CHECK(w2.attn_bwd_wgs == 2);
+    CHECK_FALSE(s.attn_bwd_wgmma);
+    check_same_schedule(w1, s);  // only attn_flash_bwd_dkdv's code differs
+    const KernelInfo* k1 = w1.find_kernel("attn_flash_bwd_dkdv");
+    const KernelInfo* k2 = w2.find_kernel("attn_flash_bwd_dkdv");
+    const KernelInfo* ks = s.find_kernel("attn_flash_bwd_dkdv");
+    REQUIRE(k1);
+    REQUIRE(k2);
+    REQUIRE(ks);
+    CHECK(ks->op == "attn_flash_bwd");
+    CHECK(ks->instantiation == "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>");
+    for (const KernelInfo* k : {k1, k2}) {
+      const int wgs = k == k1 ? 1 : 2;
+      CHECK(k->op == "attn_flash_bwd_wgmma");
+      CHECK(k->params_type == "AttnFlashBwdWgParams");
+      CHECK(k->instantiation == fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}>", wgs));
+      CHECK(k->block == 128 * wgs);
+      CHECK(k->rows_per_block == 64 * wgs);
+      CHECK(k->grid == GridKind::FlashTiles);
+      CHECK(k->grid_constant);
+      CHECK(k->min_blocks == fmt::format("FlashWgBwdTile<{}>::kMinBlocks", wgs));
+      CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(wgs));
+      CHECK(k->fuses.find("dSᵀ into grad_scores by TMA for the dQ GEMM") != std::string::npos);
+    }
+  });
   // Shared memory: K/V, three Q/dO stages, two dSᵀ regions per warpgroup (8 KB tiles), per stage the
   // queries' L, D and keep words, and the small rest; two one-warpgroup blocks fit on an SM (228 KB), one of two.
   CHECK(flash_wg_bwd_smem_bytes(1) == 1024 + 2 * 8192 + 6 * 8192 + 2 * 8192 + 3 * 1024 + 256 + 16 + 32);
@@ -1683,45 +1696,35 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=
     o.attn_fwd = fwd;
     return make_plan(c, o);
   };
-  for (DType t : {DType::F16, DType::BF16})
-    for (unsigned f : {kNoFlag, kAttnCkpt, kAllFlags})
-      for (bool pre_ln : {true, false}) {
-        CAPTURE(dtype_name(t));
-        CAPTURE(f);
-        CAPTURE(pre_ln);
-        LayerConfig c = with_dtype(with_flags(bert_large(), f), t);
-        c.pre_layer_norm = pre_ln;
-        const LayerPlan w2 = plan_for(c, "sm_90", AttnFwd::Wgmma), w3 = plan_for(c, "sm_90", AttnFwd::Wgmma3),
-                        s = plan_for(c, "sm_90", AttnFwd::Sync);
-        CHECK(w2.attn_fwd_wgmma);
-        CHECK(w2.attn_fwd_wg_stages == 2);
-        CHECK(w3.attn_fwd_wgmma);
-        CHECK(w3.attn_fwd_wg_stages == 3);
-        CHECK_FALSE(s.attn_fwd_wgmma);
-        // The same kernels in the same order, the same memory: only attn_flash_fwd's code differs.
-        CHECK(kernel_names(w2) == kernel_names(s));
-        CHECK(w2.activation_bytes() == s.activation_bytes());
-        CHECK(w2.workspace_bytes(64, 128) == s.workspace_bytes(64, 128));
-        const KernelInfo* ks = s.find_kernel("attn_flash_fwd");
-        REQUIRE(ks);
-        CHECK(ks->op == "attn_flash_fwd");
-        CHECK(ks->params_type == "AttnFlashFwdParams");
-        for (const LayerPlan* w : {&w2, &w3}) {
-          const int stages = w->attn_fwd_wg_stages;
-          const KernelInfo* k = w->find_kernel("attn_flash_fwd");
-          REQUIRE(k);
-          CHECK(k->op == "attn_flash_fwd_wgmma");
-          CHECK(k->params_type == "AttnFlashFwdWgParams");
-          CHECK(k->instantiation == fmt::format("attn_flash_fwd_wgmma_impl<T, kAttnDropoutOn, {}>", stages));
-          CHECK(k->block == 128);
-          CHECK(k->rows_per_block == 64);
-          CHECK(k->grid == GridKind::FlashTiles);
-          CHECK(k->grid_constant);
-          CHECK(k->min_blocks == fmt::format("FlashWgFwdTile<{}>::kMinBlocks", stages));
-          CHECK(k->dynamic_smem == flash_wg_fwd_smem_bytes(stages, 128));
-          CHECK(k->fuses.find("attention dropout (mask from the keep bits)") != std::string::npos);
-        }
-      }
+  for_each_fused_bert_large([&](const LayerConfig& c) {
+    const LayerPlan w2 = plan_for(c, "sm_90", AttnFwd::Wgmma), w3 = plan_for(c, "sm_90", AttnFwd::Wgmma3),
+                    s = plan_for(c, "sm_90", AttnFwd::Sync);
+    CHECK(w2.attn_fwd_wgmma);
+    CHECK(w2.attn_fwd_wg_stages == 2);
+    CHECK(w3.attn_fwd_wgmma);
+    CHECK(w3.attn_fwd_wg_stages == 3);
+    CHECK_FALSE(s.attn_fwd_wgmma);
+    check_same_schedule(w2, s);  // only attn_flash_fwd's code differs
+    const KernelInfo* ks = s.find_kernel("attn_flash_fwd");
+    REQUIRE(ks);
+    CHECK(ks->op == "attn_flash_fwd");
+    CHECK(ks->params_type == "AttnFlashFwdParams");
+    for (const LayerPlan* w : {&w2, &w3}) {
+      const int stages = w->attn_fwd_wg_stages;
+      const KernelInfo* k = w->find_kernel("attn_flash_fwd");
+      REQUIRE(k);
+      CHECK(k->op == "attn_flash_fwd_wgmma");
+      CHECK(k->params_type == "AttnFlashFwdWgParams");
+      CHECK(k->instantiation == fmt::format("attn_flash_fwd_wgmma_impl<T, kAttnDropoutOn, {}>", stages));
+      CHECK(k->block == 128);
+      CHECK(k->rows_per_block == 64);
+      CHECK(k->grid == GridKind::FlashTiles);
+      CHECK(k->grid_constant);
+      CHECK(k->min_blocks == fmt::format("FlashWgFwdTile<{}>::kMinBlocks", stages));
+      CHECK(k->dynamic_smem == flash_wg_fwd_smem_bytes(stages, 128));
+      CHECK(k->fuses.find("attention dropout (mask from the keep bits)") != std::string::npos);
+    }
+  });
   // Shared memory: the Q tile, two (three) K/V stages of 8 KB tiles, the row's fp32 key mask and the
   // small rest; four blocks of two stages fit on an SM at seq 512 (228 KB), three of three.
   CHECK(flash_wg_fwd_smem_bytes(2, 128) == 1024 + 8192 + 4 * 8192 + 512 + 8 + 24);
