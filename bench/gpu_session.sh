@@ -61,6 +61,18 @@ layer_ab() {
     done
   done | tee "$OUT/$csv"
 }
+# profile_lines PATTERN VAR VALUE...: in ${ROUNDS:-2} rounds, both layers' `dskc bench --profile` under
+# VAR=VALUE for each value, one line per run with the profile lines matching PATTERN.
+profile_lines() {
+  local pattern=$1 var=$2; shift 2
+  for r in $(seq "${ROUNDS:-2}"); do
+    for f in $LAYERS; do
+      for v in "$@"; do
+        echo "$r $f $v: $(env "$var=$v" timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 | grep -E "$pattern")"
+      done
+    done
+  done
+}
 if [ "$MODE" = gemm ]; then
   step "gemm_sm90 vs cuBLASLt (GPU test)"
   ab_test gpu_test_layer_numerics 'gemm_sm90*' gemm_ab.log "^case|test cases|assertions|ERROR"
@@ -107,13 +119,7 @@ if [ "$MODE" = attn ]; then
   step "memcheck: DSKC_ATTN_BWD=wgmma, BERT-Large layer at 3 x 77 rows (partial tiles)"
   memcheck_3x77 memcheck_attn_bwd.log DSKC_ATTN_BWD=wgmma
   step "profiles (attn_flash_bwd_dkdv)"
-  for r in $(seq "${ROUNDS:-2}"); do
-    for f in $LAYERS; do
-      for v in sync wgmma wgmma2; do
-        echo "$r $f $v: $(DSKC_ATTN_BWD=$v timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 | grep -E "dkdv")"
-      done
-    done
-  done
+  profile_lines dkdv DSKC_ATTN_BWD sync wgmma wgmma2
   step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
   layer_ab "${ROUNDS:-2}" attn_bwd_layer_ab.csv DSKC_ATTN_BWD sync wgmma wgmma2
   exit 0
@@ -125,13 +131,7 @@ if [ "$MODE" = attn_fwd ]; then
   memcheck_3x77 memcheck_attn_fwd.log DSKC_ATTN_FWD=wgmma
   memcheck_3x77 memcheck_attn_fwd3.log DSKC_ATTN_FWD=wgmma3
   step "profiles (attn_flash_fwd)"
-  for r in $(seq "${ROUNDS:-2}"); do
-    for f in $LAYERS; do
-      for v in sync wgmma wgmma3; do
-        echo "$r $f $v: $(DSKC_ATTN_FWD=$v timeout 60 build-gpu/dskc bench $f --iters 20 --profile 2>&1 | grep -E "attn_flash_fwd")"
-      done
-    done
-  done
+  profile_lines attn_flash_fwd DSKC_ATTN_FWD sync wgmma wgmma3
   step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
   layer_ab "${ROUNDS:-2}" attn_fwd_layer_ab.csv DSKC_ATTN_FWD sync wgmma wgmma3
   exit 0
