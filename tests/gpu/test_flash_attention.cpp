@@ -618,6 +618,31 @@ TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic, DSKC_ATTN_DQ=kernel and stocha
   }
 }
 
+// The gradients of a run with one of the wgmma attention kernels (w, and its rerun w2) against the
+// mma.sync run a of the same layer and inputs: dQ, dK and dV normwise within a few rounding units of
+// the dtype relative to the norm of the qkv gradient (with `label`, each printed), grad_input and
+// every parameter gradient likewise, and the rerun's parameter gradients bitwise equal.
+void check_grads_vs_sync(const Case& k, const Result& a, const Result& w, const Result& w2, const char* label) {
+  const int B = k.batch, S = k.seq, H = k.hidden, d = k.hidden / k.heads;
+  const double tol = k.dtype == DType::BF16 ? 1e-2 : 2e-3;
+  double dqkv_norm = 0;
+  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
+  dqkv_norm = std::sqrt(dqkv_norm);
+  const char* part[3] = {"dQ", "dK", "dV"};
+  for (int p = 0; p < 3; ++p) {
+    const Diff e = diff(w.dqkv, a.dqkv, B, S, 3 * H, p * H, H, d, 0, 0, dqkv_norm);
+    if (label) std::printf("  %s %s: %s vs sync: max abs %.3e, rel %.3e\n", k.name, label, part[p], e.max_abs, e.rel);
+    CHECK_MESSAGE(e.rel <= tol, part[p] << ": normwise rel difference " << e.rel << " from the mma.sync run");
+  }
+  const auto dx = dskc_test::compare(w.dx, a.dx);
+  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
+  for (const auto& [name, v] : a.grads) {
+    const auto e = dskc_test::compare(w.grads.at(name), v);
+    CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
+    CHECK_MESSAGE(w2.grads.at(name) == w.grads.at(name), "grad_" << name << " differs between two runs");
+  }
+}
+
 // DSKC_ATTN_BWD=wgmma / wgmma2 (on Hopper at head dim 64 the default: attn_flash_bwd_dkdv on warpgroup
 // MMA, templates/attn_flash_bwd_wgmma.cuh, one or two math warpgroups per block) against
 // DSKC_ATTN_BWD=sync (the mma.sync kernel) on the same layer and inputs: the forward is the same code
@@ -630,7 +655,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
   if (!selected(k.name)) return;
   const LayerConfig c = config_of(k);
   const DType t = c.dtype();
-  const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
+  const int B = k.batch, S = k.seq, H = c.hidden_size;
   INFO("case " << k.name << ": DSKC_ATTN_BWD=" << variant << " vs sync, B=" << B << " S=" << S << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   const Progress progress(std::string(k.name) + " " + variant + " vs sync");
@@ -659,23 +684,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
   CHECK(w[0].bits == a.bits);
   CHECK(w[1].dqkv == w[0].dqkv);
   CHECK(w[1].dx == w[0].dx);
-  const double tol = t == DType::BF16 ? 1e-2 : 2e-3;
-  double dqkv_norm = 0;
-  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
-  dqkv_norm = std::sqrt(dqkv_norm);
-  const char* part[3] = {"dQ", "dK", "dV"};
-  for (int p = 0; p < 3; ++p) {
-    const Diff e = diff(w[0].dqkv, a.dqkv, B, S, 3 * H, p * H, H, d, 0, 0, dqkv_norm);
-    std::printf("  %s %s: %s vs sync: max abs %.3e, rel %.3e\n", k.name, variant, part[p], e.max_abs, e.rel);
-    CHECK_MESSAGE(e.rel <= tol, part[p] << ": normwise rel difference " << e.rel << " from the mma.sync kernel");
-  }
-  const auto dx = dskc_test::compare(w[0].dx, a.dx);
-  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
-  for (const auto& [name, v] : a.grads) {
-    const auto e = dskc_test::compare(w[0].grads.at(name), v);
-    CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
-    CHECK_MESSAGE(w[1].grads.at(name) == w[0].grads.at(name), "grad_" << name << " differs between two runs");
-  }
+  check_grads_vs_sync(k, a, w[0], w[1], variant);
 }
 
 TEST_CASE("fused attention backward on warpgroup MMA (DSKC_ATTN_BWD=wgmma, wgmma2) vs the mma.sync kernel, the "
@@ -751,21 +760,7 @@ void check_wgmma_fwd_vs_sync(const Case& k, const char* variant, int stages) {
   CHECK_MESSAGE(lse_err <= 1e-4, "logsumexp: max abs difference " << lse_err << " from the mma.sync kernel");
   const auto out = dskc_test::compare(w[0].out, a.out);
   CHECK_MESSAGE(out.rel <= tol, "output: normwise rel difference " << out.rel);
-  double dqkv_norm = 0;
-  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
-  dqkv_norm = std::sqrt(dqkv_norm);
-  const char* part[3] = {"dQ", "dK", "dV"};
-  for (int p = 0; p < 3; ++p) {
-    const Diff e = diff(w[0].dqkv, a.dqkv, B, S, 3 * H, p * H, H, d, 0, 0, dqkv_norm);
-    CHECK_MESSAGE(e.rel <= tol, part[p] << ": normwise rel difference " << e.rel << " after the mma.sync forward's");
-  }
-  const auto dx = dskc_test::compare(w[0].dx, a.dx);
-  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
-  for (const auto& [name, v] : a.grads) {
-    const auto e = dskc_test::compare(w[0].grads.at(name), v);
-    CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
-    CHECK_MESSAGE(w[1].grads.at(name) == w[0].grads.at(name), "grad_" << name << " differs between two runs");
-  }
+  check_grads_vs_sync(k, a, w[0], w[1], nullptr);
 }
 
 TEST_CASE("fused attention forward on warpgroup MMA (DSKC_ATTN_FWD=wgmma, wgmma3) vs the mma.sync kernel, the "
