@@ -39,9 +39,19 @@ __device__ __forceinline__ void attn_dropout_bits_impl(const AttnDropoutBitsPara
   const int rows = seq - i0 < A::kRows ? seq - i0 : A::kRows;
   uint32_t* out = p.bits + (static_cast<size_t>(bh) * seq + i0) * words;  // the block's rows·W words
   const dskc_rng::DropoutKey key{p.rng.seed, p.rng.layer, p.rng.step};
+  // Word c of the run is (query row i0 + c / W, word c % W); the row and word advance by a fixed
+  // step per iteration (no integer division in the loop).
+  const int row_step = A::kThreads / words, word_step = A::kThreads % words;
+  int i = i0 + threadIdx.x / words, w = threadIdx.x % words;
   for (int c = threadIdx.x; c < rows * words; c += A::kThreads) {
-    const int i = i0 + c / words, j = 32 * (c % words);  // the word's query row and first key
+    const int j = 32 * w;  // the word's first key
     out[c] = flash::keep_word(key, flash::attn_keep_index(bh, seq, i, j), seq - j < 32 ? seq - j : 32);
+    i += row_step;
+    w += word_step;
+    if (w >= words) {
+      w -= words;
+      ++i;
+    }
   }
 }
 

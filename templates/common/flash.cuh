@@ -355,15 +355,16 @@ __device__ __forceinline__ int keep_words(int seq) { return (seq + 31) / 32; }
 // of one query row from element index `first` (attn_keep_index of the word's first key); bit b =
 // keep(first + b), bits >= count 0. The word's 32 indices meet 4 groups of eight when first % 8 == 0
 // (S % 8 == 0), else 5, the outer two shared with the neighbouring words.
+// The first four groups are drawn unconditionally (a short last word masks off what it does not
+// need), so their Philox calls are straight-line code the compiler interleaves; the fifth only
+// where the word straddles it (first % 8 != 0).
 __device__ __forceinline__ uint32_t keep_word(const dskc_rng::DropoutKey& key, uint64_t first, int count) {
   const int lead = static_cast<int>(first & 7);  // indices of the first group before `first`
   const uint64_t g0 = first >> 3;
   uint32_t v = keep8(key, g0) >> lead;
 #pragma unroll
-  for (int k = 1; k <= 4; ++k) {
-    const int shift = 8 * k - lead;  // bit of index 8·(g0 + k): 1 .. 32
-    if (shift < count) v |= keep8(key, g0 + k) << shift;
-  }
+  for (int k = 1; k <= 3; ++k) v |= keep8(key, g0 + k) << (8 * k - lead);  // shifts 1 .. 24
+  if (lead != 0 && 32 - lead < count) v |= keep8(key, g0 + 4) << (32 - lead);
   return count < 32 ? v & ((1u << count) - 1u) : v;
 }
 

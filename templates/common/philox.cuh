@@ -27,10 +27,19 @@ struct U32x4 {
   uint32_t x, y, z, w;
 };
 
+// The 64-bit product a·b as its high and low words. On the device as two 32-bit multiplies
+// (mul.hi.u32, mul.lo.u32): from the 64-bit product NVRTC kept the whole Philox state in 64-bit
+// registers (mul.lo.s64 of masked operands, 64-bit xors and shifts: ~2x the instructions in
+// attn_dropout_bits and every other dropout kernel, bench/NOTES.md v24). The same bits either way.
 DSKC_HD uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
+#if defined(__CUDA_ARCH__)
+  *hi = __umulhi(a, b);
+  return a * b;
+#else
   uint64_t p = static_cast<uint64_t>(a) * b;
   *hi = static_cast<uint32_t>(p >> 32);
   return static_cast<uint32_t>(p);
+#endif
 }
 
 // Philox4x32 with 10 rounds (Salmon et al., SC'11).
