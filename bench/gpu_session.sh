@@ -14,8 +14,12 @@
 #     partial tiles, each DSKC_ATTN_BWD variant's attn_flash_bwd_dkdv profile line and the layer A/B (sync / wgmma /
 #     wgmma2) in $ROUNDS interleaved rounds
 #   attn_fwd: the same for the wgmma forward (bench/NOTES.md v21): DSKC_ATTN_FWD sync / wgmma / wgmma3
+#   override: hand-edited module sources against each other (DSKC_OVERRIDE_SOURCE; bench/NOTES.md v23, v24): for
+#     every NAME with $OVERRIDE_DIR/NAME_128.cu and NAME_512.cu (the `dskc inspect --source --arch sm_90` of
+#     examples/bert_large_layer.json / _seq512.json, edited), `dskc bench --profile` of that layer in ${ROUNDS:-2}
+#     interleaved rounds, one line per run with the profile lines matching $PATTERN (default: the layer total)
 # MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn|attn_fwd]
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn|attn_fwd|override]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -122,6 +126,22 @@ if [ "$MODE" = attn ]; then
   profile_lines dkdv DSKC_ATTN_BWD sync wgmma wgmma2
   step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
   layer_ab "${ROUNDS:-2}" attn_bwd_layer_ab.csv DSKC_ATTN_BWD sync wgmma wgmma2
+  exit 0
+fi
+if [ "$MODE" = override ]; then
+  dir=${OVERRIDE_DIR:-exp/ov}
+  names=$(ls "$dir" 2>/dev/null | sed -n 's/_128\.cu$//p' | while read -r n; do [ -f "$dir/${n}_512.cu" ] && echo "$n"; done)
+  [ -n "$names" ] || { echo "no NAME_128.cu + NAME_512.cu pairs in $dir"; exit 1; }
+  step "DSKC_OVERRIDE_SOURCE A/B: $(echo $names)"
+  for r in $(seq "${ROUNDS:-2}"); do
+    for S in 128 512; do
+      f=examples/bert_large_layer.json; [ $S = 512 ] && f=examples/bert_large_layer_seq512.json
+      for n in $names; do
+        echo "$r $S $n: $(DSKC_OVERRIDE_SOURCE=$PWD/$dir/${n}_$S.cu timeout 90 build-gpu/dskc bench $f --iters 30 --profile 2>&1 |
+          grep -E "${PATTERN:-^\| +[0-9]}|rror" | tr -s ' ' | tr '\n' ' ')"
+      done
+    done
+  done | tee "$OUT/override_ab.txt"
   exit 0
 fi
 if [ "$MODE" = attn_fwd ]; then
