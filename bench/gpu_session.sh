@@ -119,7 +119,7 @@ if [ "$MODE" = linear ]; then
 fi
 if [ "$MODE" = attn ]; then
   step "attn_flash_bwd_dkdv on wgmma vs mma.sync (GPU test)"
-  ab_test gpu_test_flash_attention '*warpgroup MMA*' attn_bwd_ab.log "vs sync:|test cases|assertions|ERROR"
+  ab_test gpu_test_flash_attention '*backward on warpgroup MMA*' attn_bwd_ab.log "vs sync:|test cases|assertions|ERROR"
   step "memcheck: DSKC_ATTN_BWD=wgmma, BERT-Large layer at 3 x 77 rows (partial tiles)"
   memcheck_3x77 memcheck_attn_bwd.log DSKC_ATTN_BWD=wgmma
   step "profiles (attn_flash_bwd_dkdv)"

@@ -224,19 +224,8 @@ __device__ __forceinline__ void attn_flash_fwd_impl(const AttnFlashFwdParams& p)
   }
 
   // Normalize, write O and the logsumexp.
-  E* ctx = reinterpret_cast<E*>(p.ctx);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] = flash::quad_sum(l[r]);
-    const int i = rows[r];
-    if (i >= seq) continue;
-    const float inv = flash::row_out_scale<kDropout>(l[r]);
-    E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int n = 0; n < kOTiles; ++n) flash::store2<E>(out + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-    if constexpr (kTraining)
-      if (t == 0) p.lse[static_cast<size_t>(bh) * seq + i] = flash::row_logsumexp(m[r], l[r]);
-  }
+  flash::store_rows<E, kDropout, kOTiles>(reinterpret_cast<E*>(p.ctx), p.lse, l, m, rows, seq, b, h, bh, t,
+                                          [&](int n, int r) { return make_float2(o[n][2 * r], o[n][2 * r + 1]); });
 }
 
 }  // namespace dskc

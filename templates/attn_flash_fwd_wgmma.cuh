@@ -243,20 +243,9 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   sm90::wgmma_wait<0>();
   sm90::fence_operands(o);
 
-  // Normalize, write O and the logsumexp (the mma.sync kernel's formulas).
-  E* ctx = reinterpret_cast<E*>(p.ctx);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] = flash::quad_sum(l[r]);
-    const int i = rows[r];
-    if (i >= seq) continue;
-    const float inv = flash::row_out_scale<kDropout>(l[r]);
-    E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) flash::store2<E>(out + 8 * j, o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-    if constexpr (kTraining)
-      if (t == 0) p.lse[static_cast<size_t>(bh) * seq + i] = flash::row_logsumexp(m[r], l[r]);
-  }
+  // Normalize, write O and the logsumexp (the mma.sync kernel's code).
+  flash::store_rows<E, kDropout, 8>(reinterpret_cast<E*>(p.ctx), p.lse, l, m, rows, seq, b, h, bh, t,
+                                    [&](int j, int r) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
 #endif
 }
 

@@ -251,6 +251,28 @@ __device__ __forceinline__ float row_out_scale(float l) {
 __device__ __forceinline__ float row_logsumexp(float m, float l) {
   return l > 0.f ? __fmaf_rn(m, 1.f / kLog2e, logf(l)) : __int_as_float(0x7f800000);
 }
+// Normalizes and writes the thread's two query rows rows[0], rows[1] of the context (columns 8n + 2t,
+// + 1 of each 8-column group n < kNTiles, from o_at(n, r) as a float2) and, in training, their
+// logsumexp (lane t == 0 of the quad); rows >= S are not written. l becomes the quad's row sums.
+template <typename E, bool kDropout, int kNTiles, typename OAt>
+__device__ __forceinline__ void store_rows(E* ctx, float* lse, float (&l)[2], const float (&m)[2], const int (&rows)[2],
+                                           int seq, int b, int h, int bh, int t, OAt o_at) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] = quad_sum(l[r]);
+    const int i = rows[r];
+    if (i >= seq) continue;
+    const float inv = row_out_scale<kDropout>(l[r]);
+    E* out = ctx + (static_cast<size_t>(b) * seq + i) * kHidden + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      const float2 v = o_at(n, r);
+      store2<E>(out + n * 8, v.x * inv, v.y * inv);
+    }
+    if constexpr (kTraining)
+      if (t == 0) lse[static_cast<size_t>(bh) * seq + i] = row_logsumexp(m[r], l[r]);
+  }
+}
 
 // A-operand fragment of k-step ks for the warp's 16 rows starting at row0 of a [rows][kFlashStride] tile.
 template <typename E>
