@@ -492,7 +492,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.bias_grad_in_gemm = epi;
   plan.bias_grad_gemv = epi && bias_src == BiasGrad::Gemv;
   const std::string by = plan.bias_grad_gemv ? "a column-sum GEMM" : "the wgrad GEMM epilogue";
-  const std::string partials = epi ? "false" : "true";
   // Backward of dropout(x + bias) at one site: masking (+ bias partials in fp32).
   auto dropout_bwd = [&](const std::string& name, const std::string& stream, const std::string& bias) {
     if (epi && !hid_drop) return;  // nothing to do: cuBLASLt sums the bias gradient
@@ -528,11 +527,14 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                   I,
                   "output layer data gradient d_o·output_w (TMA + wgmma, output_wᵀ from output_w_t) ⊙ GELU'(h) (" +
                       gelu_form + ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
+    else if (!plan.gelu_in_gemm && epi)
+      b.elementwise(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
+                    std::string("bias_gelu_bwd_elem_impl<kInter") + (c.gelu_checkpoint ? ", true>" : ">"), I,
+                    "GELU backward (inter_b gradient by " + by + ")" + regelu);
     else if (!plan.gelu_in_gemm)
       b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
-              "bias_gelu_bwd_impl<kInter, " + partials + (c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
-              (epi ? "GELU backward (inter_b gradient by " + by + ")"
-                   : "GELU backward + inter_b bias-gradient partials") + regelu);
+              "bias_gelu_bwd_impl<kInter, true" + std::string(c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
+              "GELU backward + inter_b bias-gradient partials" + regelu);
     // With the bias gradient in cuBLASLt, the attention output's dropout backward (masking only) is
     // folded into this LayerNorm backward, which writes both gradients.
     const bool fold = epi && hid_drop;

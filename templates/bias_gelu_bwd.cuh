@@ -7,6 +7,7 @@
 #include "dskc_config.cuh"
 #include "common/gelu.cuh"
 #include "common/row_tiles.cuh"
+#include "common/types.cuh"
 
 namespace dskc {
 
@@ -62,6 +63,31 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
       for (int i = 0; i < kV; ++i) part[c + i] = acc[k][i];
     }
   }
+}
+
+// bias_gelu_bwd_elem: the same dh (and kStoreGelu's g) without the bias partials, for the layers
+// whose inter_b gradient cuBLASLt sums: an elementwise pass over 16-byte vectors in a grid-stride
+// loop (one vector per thread at BERT-Large), like dropout_bwd_impl. The tiles above walk each
+// block's eight rows one after another (the loads of a row wait behind the previous row's GELU′
+// arithmetic and stores), which only the partial sums need. The same values: the tiles' rounding
+// of dh before the partials is the one store_f does.
+template <int kCols, bool kStoreGelu = false>
+__device__ __forceinline__ void bias_gelu_bwd_elem_impl(const BiasGeluBwdParams& p) {
+  constexpr int kV = VecWidth<T, kCols>::value;
+  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
+    float d[kV], h[kV];
+    load_f<T, kV>(p.dg + e, d);
+    load_f<T, kV>(p.h + e, h);
+    if constexpr (kStoreGelu) {
+      float g[kV];
+#pragma unroll
+      for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(h[i]);
+      store_f<T, kV>(p.g + e, g);
+    }
+#pragma unroll
+    for (int i = 0; i < kV; ++i) d[i] *= gelu_grad<kGeluTanh>(h[i]);
+    store_f<T, kV>(p.dg + e, d);
+  });
 }
 
 }  // namespace dskc

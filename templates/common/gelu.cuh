@@ -7,25 +7,48 @@
 // the tails (x ≪ 0, where GELU is tiny) keep their relative accuracy; one reciprocal and one
 // exponential, no branch. The reduced-precision intrinsics add a few ulp (tests/gpu/test_layer_numerics
 // checks GELU and GELU′ over [−12, 12] against erfc in double).
+// In base-2 form for the MUFU unit: Φ(−|x|) = t·2^(P₂(t) − x²·log2(e)/2), where P₂ = P·log2(e) − 1
+// carries the factor 1/2 in its constant, and φ(x) = 2^(−x²·log2(e)/2 + log2(1/√(2π))): no multiply
+// by log2(e) or by the constants outside the exponentials, and the derivative shares x² (ncu: both
+// GELU passes were issue-bound, 83-86% of issue slots, bench/NOTES.md v25). The reciprocal and the
+// exponentials are the flush-to-zero forms (rcp.approx.ftz, ex2.approx.ftz: one MUFU instruction
+// each, where the IEEE-denormal forms __fdividef / __expf compile to a range check and rescale
+// around it). That flushes only results below 2^-126: GELU(x) and φ(x) for x < −13.2, where
+// |GELU| < 2e-38 (0 in fp16 anyway; bf16 subnormals).
 #pragma once
 
 namespace dskc {
 
+__device__ __forceinline__ float gelu_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float gelu_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Φ(−|x|) = erfc(|x|/√2)/2, given x2 = x·x.
+__device__ __forceinline__ float normal_tail(float x, float x2) {
+  const float t = gelu_rcp(fmaf(fabsf(x), 0.353553385f, 1.f));  // 1/(1 + z/2)
+  float q = 0.246517301f;  // P·log2(e), constant term − 1
+  q = fmaf(q, t, -1.18611491f);
+  q = fmaf(q, t, 2.14747453f);
+  q = fmaf(q, t, -1.63775313f);
+  q = fmaf(q, t, 0.402321577f);
+  q = fmaf(q, t, -0.268756866f);
+  q = fmaf(q, t, 0.139630049f);
+  q = fmaf(q, t, 0.539700627f);
+  q = fmaf(q, t, 1.44272923f);
+  q = fmaf(q, t, -2.82574821f);
+  return t * gelu_exp2(fmaf(x2, -0.721347511f, q));  // −z²·log2(e) = −x²·log2(e)/2
+}
+
 __device__ __forceinline__ float normal_cdf(float x) {
-  const float z = fabsf(x) * 0.7071067811865476f;
-  const float t = __fdividef(1.f, 1.f + 0.5f * z);
-  float q = 0.17087277f;
-  q = fmaf(q, t, -0.82215223f);
-  q = fmaf(q, t, 1.48851587f);
-  q = fmaf(q, t, -1.13520398f);
-  q = fmaf(q, t, 0.27886807f);
-  q = fmaf(q, t, -0.18628806f);
-  q = fmaf(q, t, 0.09678418f);
-  q = fmaf(q, t, 0.37409196f);
-  q = fmaf(q, t, 1.00002368f);
-  q = fmaf(q, t, -1.26551223f);
-  const float half_erfc = 0.5f * t * __expf(fmaf(-z, z, q));  // erfc(z)/2 = Φ(−|x|)
-  return x >= 0.f ? 1.f - half_erfc : half_erfc;
+  const float h = normal_tail(x, x * x);
+  return x >= 0.f ? 1.f - h : h;
 }
 
 template <bool kTanh>
@@ -46,8 +69,10 @@ __device__ __forceinline__ float gelu_grad(float x) {
     const float t = tanhf(u);
     return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * k0 * (1.f + 3.f * k1 * x * x);
   } else {
-    const float pdf = 0.3989422804014327f * __expf(-0.5f * x * x);
-    return normal_cdf(x) + x * pdf;
+    const float x2 = x * x;
+    const float h = normal_tail(x, x2);
+    const float pdf = gelu_exp2(fmaf(x2, -0.721347511f, -1.32574809f));  // e^(−x²/2)/√(2π)
+    return fmaf(x, pdf, x >= 0.f ? 1.f - h : h);
   }
 }
 

@@ -427,10 +427,15 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
             const LayerPlan p = make_plan(c, {path, AttnMask::Inline});
             CHECK(p.fused_attention == fused);
             CHECK(p.bias_grad_in_gemm == (t != DType::F32));
-            // gelu_checkpoint: no kernel of its own; the GELU backward also rebuilds GELU(h).
-            const std::string gelu_bwd = p.find_kernel("bias_gelu_bwd")->instantiation;
-            CHECK(gelu_bwd == std::string("bias_gelu_bwd_impl<kInter, ") + (t == DType::F32 ? "true" : "false") +
-                                  (f & kGeluCkpt ? ", true>" : ">"));
+            // gelu_checkpoint: no kernel of its own; the GELU backward also rebuilds GELU(h). With the
+            // inter_b gradient from cuBLASLt (fp16/bf16) it is an elementwise pass, else 8-row tiles
+            // that also write the bias partials.
+            const KernelInfo* gk = p.find_kernel("bias_gelu_bwd");
+            REQUIRE(gk);
+            const std::string ck = f & kGeluCkpt ? ", true>" : ">";
+            CHECK(gk->instantiation == (t == DType::F32 ? "bias_gelu_bwd_impl<kInter, true" + ck
+                                                        : "bias_gelu_bwd_elem_impl<kInter" + ck));
+            CHECK(gk->grid == (t == DType::F32 ? GridKind::RowTiles : GridKind::Elementwise));
             // attn_dropout_checkpoint recomputes dropout(P) on the unfused path only: the fused
             // backward regenerates the mask itself and keeps no P.
             const bool adc = (f & kAttnCkpt) && attn_drop > 0 && !fused;
@@ -534,7 +539,8 @@ TEST_CASE("fp16/bf16 take bias gradients from cuBLASLt column-sum GEMMs (or the 
           CHECK(ffn.pass == Pass::Backward);
           CHECK(ffn.grid == GridKind::Elementwise);  // masking only: no row tiles for partials
           const KernelInfo& gelu = *p.find_kernel("bias_gelu_bwd");
-          CHECK(gelu.instantiation == "bias_gelu_bwd_impl<kInter, false" + regelu);
+          CHECK(gelu.instantiation == "bias_gelu_bwd_elem_impl<kInter" + regelu);
+          CHECK(gelu.grid == GridKind::Elementwise);  // no partials: no row tiles
           CHECK(gelu.fuses == "GELU backward (inter_b gradient by " + by + ")" + regelu_text);
         }
         // DSKC_BIAS_GRAD=partials: the fp32 scheme (partials + the bias reducers, the attention
@@ -563,7 +569,7 @@ TEST_CASE("fp16/bf16 take bias gradients from cuBLASLt column-sum GEMMs (or the 
         CHECK_FALSE(has_kernel(q, "dropout_bias_grad_attn_out"));
         for (const char* k : kBiasReduceKernels) CHECK_MESSAGE(!has_kernel(q, k), k);
         for (const auto& k : q.kernels) CHECK_MESSAGE(k.op != "dropout_bias_grad", k.name);
-        CHECK(q.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_impl<kInter, false" + regelu);
+        CHECK(q.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_elem_impl<kInter" + regelu);
         // Nor in inference, which has no backward at all.
         nd = with_dtype(c, t);
         nd.training = false;
