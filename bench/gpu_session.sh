@@ -14,12 +14,14 @@
 #     partial tiles, each DSKC_ATTN_BWD variant's attn_flash_bwd_dkdv profile line and the layer A/B (sync / wgmma /
 #     wgmma2) in $ROUNDS interleaved rounds
 #   attn_fwd: the same for the wgmma forward (bench/NOTES.md v21): DSKC_ATTN_FWD sync / wgmma / wgmma3
+#   ncu: Nsight Compute of the kernels matching $KERNELS (regex; default bias_gelu) in one step of $LAYER,
+#     SOURCE=1 adds per-instruction stall reasons; report in $OUT/ncu.txt
 #   override: hand-edited module sources against each other (DSKC_OVERRIDE_SOURCE; bench/NOTES.md v23, v24): for
 #     every NAME with $OVERRIDE_DIR/NAME_128.cu and NAME_512.cu (the `dskc inspect --source --arch sm_90` of
 #     examples/bert_large_layer.json / _seq512.json, edited), `dskc bench --profile` of that layer in ${ROUNDS:-2}
 #     interleaved rounds, one line per run with the profile lines matching $PATTERN (default: the layer total)
 # MASK_AB=1 also runs the layer matrix with DSKC_ATTN_MASK=inline (the dropout-mask A/B).
-# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn|attn_fwd|override]
+# Logs go to $OUT (or ./out). Usage: bash bench/gpu_session.sh [all|tests|bench|dp|memory|final|gemm|linear|attn|attn_fwd|override|ncu]
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -154,6 +156,22 @@ if [ "$MODE" = attn_fwd ]; then
   profile_lines attn_flash_fwd DSKC_ATTN_FWD sync wgmma wgmma3
   step "layer A/B (csv: variant,B,S,H,dtype,LN,fwd,bwd,total,TFLOP/s,MiB)"
   layer_ab "${ROUNDS:-2}" attn_fwd_layer_ab.csv DSKC_ATTN_FWD sync wgmma wgmma3
+  exit 0
+fi
+if [ "$MODE" = ncu ]; then
+  # Nsight Compute of the kernels matching $KERNELS (regex, default the GELU passes) in one layer step
+  # of $LAYER (default the (64,128) layer): speed of light, issue / warp-state statistics, occupancy,
+  # and with SOURCE=1 the per-instruction stall reasons (SourceCounters). Summary lines here, the
+  # whole report in $OUT/ncu.txt (bench/NOTES.md v25: how the GELU passes showed issue-bound).
+  step "ncu: ${KERNELS:-bias_gelu}"
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  sections="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+    --section LaunchStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
+  [ -n "${SOURCE:-}" ] && sections="$sections --section SourceCounters"
+  timeout 300 $NCU $sections -k "regex:${KERNELS:-bias_gelu}" -c "${COUNT:-4}" \
+    build-gpu/dskc bench "${LAYER:-examples/bert_large_layer.json}" --iters 1 --warmup 0 > "$OUT/ncu.txt" 2>&1
+  echo "ncu rc=$?"
+  grep -E "^  [a-z_0-9]+ \(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Issued Ipc Active|Warp Cycles Per Issued|No Eligible|Achieved Occupancy|Registers Per Thread|Stall" "$OUT/ncu.txt" | head -80
   exit 0
 fi
 if [ "$MODE" = memory ]; then
