@@ -19,6 +19,24 @@ struct BiasGeluBwdParams {
   int rows;
 };
 
+// One vector of kV elements at element e: dh = dg · GELU'(h) over dg (returned in d, unrounded;
+// stored rounded) and with kStoreGelu g = GELU(h).
+template <int kV, bool kStoreGelu>
+__device__ __forceinline__ void gelu_bwd_vec(const BiasGeluBwdParams& p, size_t e, float (&d)[kV]) {
+  float h[kV];
+  load_f<T, kV>(p.dg + e, d);
+  load_f<T, kV>(p.h + e, h);
+  if constexpr (kStoreGelu) {
+    float g[kV];
+#pragma unroll
+    for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(h[i]);
+    store_f<T, kV>(p.g + e, g);
+  }
+#pragma unroll
+  for (int i = 0; i < kV; ++i) d[i] *= gelu_grad<kGeluTanh>(h[i]);
+  store_f<T, kV>(p.dg + e, d);
+}
+
 template <int kCols, bool kPartials = true, bool kStoreGelu = false>
 __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
   using R = RowTile<kCols>;
@@ -36,20 +54,10 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
     for (int k = 0; k < kPer; ++k) {
       const int c = R::col(k);
       if (c < kCols) {
-        float d[kV], h[kV];
-        load_f<T, kV>(p.dg + base + c, d);
-        load_f<T, kV>(p.h + base + c, h);
-        if constexpr (kStoreGelu) {
-          float g[kV];
+        float d[kV];
+        gelu_bwd_vec<kV, kStoreGelu>(p, base + c, d);
 #pragma unroll
-          for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(h[i]);
-          store_f<T, kV>(p.g + base + c, g);
-        }
-#pragma unroll
-        for (int i = 0; i < kV; ++i) d[i] = round_to<T>(d[i] * gelu_grad<kGeluTanh>(h[i]));
-        store_f<T, kV>(p.dg + base + c, d);
-#pragma unroll
-        for (int i = 0; i < kV; ++i) acc[k][i] += d[i];
+        for (int i = 0; i < kV; ++i) acc[k][i] += round_to<T>(d[i]);  // dh as stored
       }
     }
   }
@@ -69,24 +77,13 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
 // whose inter_b gradient cuBLASLt sums: an elementwise pass over 16-byte vectors in a grid-stride
 // loop (one vector per thread at BERT-Large), like dropout_bwd_impl. The tiles above walk each
 // block's eight rows one after another (the loads of a row wait behind the previous row's GELU′
-// arithmetic and stores), which only the partial sums need. The same values: the tiles' rounding
-// of dh before the partials is the one store_f does.
+// arithmetic and stores), which only the partial sums need.
 template <int kCols, bool kStoreGelu = false>
 __device__ __forceinline__ void bias_gelu_bwd_elem_impl(const BiasGeluBwdParams& p) {
   constexpr int kV = VecWidth<T, kCols>::value;
   for_each_vec<T, kCols>(p.rows, [&](size_t e) {
-    float d[kV], h[kV];
-    load_f<T, kV>(p.dg + e, d);
-    load_f<T, kV>(p.h + e, h);
-    if constexpr (kStoreGelu) {
-      float g[kV];
-#pragma unroll
-      for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(h[i]);
-      store_f<T, kV>(p.g + e, g);
-    }
-#pragma unroll
-    for (int i = 0; i < kV; ++i) d[i] *= gelu_grad<kGeluTanh>(h[i]);
-    store_f<T, kV>(p.dg + e, d);
+    float d[kV];
+    gelu_bwd_vec<kV, kStoreGelu>(p, e, d);
   });
 }
 

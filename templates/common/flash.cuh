@@ -23,6 +23,7 @@
 #include "common/types.cuh"
 #include "common/dropout.cuh"
 #include "common/row_tiles.cuh"
+#include "common/fast_math.cuh"
 
 namespace dskc {
 
@@ -227,12 +228,8 @@ __device__ __forceinline__ void load_mask(float* dst, const E* mask_row, int k0,
       [&](int r) { dst[r] = k0 + r < seq ? to_f(mask_row[k0 + r]) * mul : neg_inf(); });
 }
 
-// 2^x (ex2.approx, flush-to-zero: what __expf uses after its multiply by log2(e)).
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+// 2^x (ex2.approx, flush-to-zero: what __expf uses after its multiply by log2(e)): common/fast_math.cuh.
+using ::dskc::exp2_approx;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // The end of a query row of the attention forward (attn_flash_fwd and its wgmma form share these):

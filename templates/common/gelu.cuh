@@ -11,28 +11,18 @@
 // carries the factor 1/2 in its constant, and φ(x) = 2^(−x²·log2(e)/2 + log2(1/√(2π))): no multiply
 // by log2(e) or by the constants outside the exponentials, and the derivative shares x² (ncu: both
 // GELU passes were issue-bound, 83-86% of issue slots, bench/NOTES.md v25). The reciprocal and the
-// exponentials are the flush-to-zero forms (rcp.approx.ftz, ex2.approx.ftz: one MUFU instruction
-// each, where the IEEE-denormal forms __fdividef / __expf compile to a range check and rescale
-// around it). That flushes only results below 2^-126: GELU(x) and φ(x) for x < −13.2, where
-// |GELU| < 2e-38 (0 in fp16 anyway; bf16 subnormals).
+// exponentials are the flush-to-zero forms (common/fast_math.cuh: one MUFU instruction each, where
+// the IEEE-denormal forms __fdividef / __expf compile to a range check and rescale around it). That
+// flushes only results below 2^-126: GELU(x) and φ(x) for x < −13.2, where |GELU| < 2e-38 (0 in fp16
+// anyway; bf16 subnormals).
 #pragma once
+#include "common/fast_math.cuh"
 
 namespace dskc {
 
-__device__ __forceinline__ float gelu_rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float gelu_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Φ(−|x|) = erfc(|x|/√2)/2, given x2 = x·x.
-__device__ __forceinline__ float normal_tail(float x, float x2) {
-  const float t = gelu_rcp(fmaf(fabsf(x), 0.353553385f, 1.f));  // 1/(1 + z/2)
+// Φ(x), given x2 = x·x, from Φ(−|x|) = erfc(|x|/√2)/2.
+__device__ __forceinline__ float normal_cdf(float x, float x2) {
+  const float t = rcp_approx(fmaf(fabsf(x), 0.353553385f, 1.f));  // 1/(1 + z/2)
   float q = 0.246517301f;  // P·log2(e), constant term − 1
   q = fmaf(q, t, -1.18611491f);
   q = fmaf(q, t, 2.14747453f);
@@ -43,13 +33,11 @@ __device__ __forceinline__ float normal_tail(float x, float x2) {
   q = fmaf(q, t, 0.539700627f);
   q = fmaf(q, t, 1.44272923f);
   q = fmaf(q, t, -2.82574821f);
-  return t * gelu_exp2(fmaf(x2, -0.721347511f, q));  // −z²·log2(e) = −x²·log2(e)/2
-}
-
-__device__ __forceinline__ float normal_cdf(float x) {
-  const float h = normal_tail(x, x * x);
+  const float h = t * exp2_approx(fmaf(x2, -0.721347511f, q));  // −z²·log2(e) = −x²·log2(e)/2
   return x >= 0.f ? 1.f - h : h;
 }
+
+__device__ __forceinline__ float normal_cdf(float x) { return normal_cdf(x, x * x); }
 
 template <bool kTanh>
 __device__ __forceinline__ float gelu(float x) {
@@ -70,9 +58,9 @@ __device__ __forceinline__ float gelu_grad(float x) {
     return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * k0 * (1.f + 3.f * k1 * x * x);
   } else {
     const float x2 = x * x;
-    const float h = normal_tail(x, x2);
-    const float pdf = gelu_exp2(fmaf(x2, -0.721347511f, -1.32574809f));  // e^(−x²/2)/√(2π)
-    return fmaf(x, pdf, x >= 0.f ? 1.f - h : h);
+    const float cdf = normal_cdf(x, x2);
+    const float pdf = exp2_approx(fmaf(x2, -0.721347511f, -1.32574809f));  // e^(−x²/2)/√(2π)
+    return fmaf(x, pdf, cdf);
   }
 }
 
