@@ -27,7 +27,7 @@ __device__ __forceinline__ void bias_dropout_residual_fwd_impl(const BiasDropout
     load_f<T, kV>(p.resid + e, r);
     if constexpr (kDropout) {
       bool keep[kV];
-      dropout_keep_n<kV>(p.rng, kStream, e, kHiddenDropoutThreshold, keep);
+      dropout_keep_vec<kV>(p.rng, kStream, e, kHiddenDropoutThreshold, keep);
 #pragma unroll
       for (int i = 0; i < kV; ++i) x[i] = r[i] + (keep[i] ? (x[i] + b[i]) * kHiddenDropoutScale : 0.f);
     } else {

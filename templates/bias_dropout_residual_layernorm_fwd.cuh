@@ -42,7 +42,7 @@ __device__ __forceinline__ void bias_dropout_residual_layernorm_fwd_impl(
       load_f<T, S::kV>(p.resid + base + c, r);
       if constexpr (kDropout) {
         bool keep[S::kV];
-        dropout_keep_n<S::kV>(p.rng, kStream, base + c, kHiddenDropoutThreshold, keep);
+        dropout_keep_vec<S::kV>(p.rng, kStream, base + c, kHiddenDropoutThreshold, keep);
 #pragma unroll
         for (int i = 0; i < S::kV; ++i) x[i] = keep[i] ? (x[i] + b[i]) * kHiddenDropoutScale : 0.f;
       } else {

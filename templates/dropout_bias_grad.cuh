@@ -38,7 +38,7 @@ __device__ __forceinline__ void dropout_bias_grad_impl(const DropoutBiasGradPara
         load_f<T, kV>(p.dy + base + c, d);
         if constexpr (kDropout) {
           bool keep[kV];
-          dropout_keep_n<kV>(p.rng, kStream, base + c, kHiddenDropoutThreshold, keep);
+          dropout_keep_vec<kV>(p.rng, kStream, base + c, kHiddenDropoutThreshold, keep);
 #pragma unroll
           for (int i = 0; i < kV; ++i) d[i] = keep[i] ? d[i] * kHiddenDropoutScale : 0.f;
           store_f<T, kV>(p.dx + base + c, d);
@@ -71,7 +71,7 @@ __device__ __forceinline__ void dropout_bwd_impl(const DropoutBiasGradParams& p)
     float d[kV];
     load_f<T, kV>(p.dy + e, d);
     bool keep[kV];
-    dropout_keep_n<kV>(p.rng, kStream, e, kHiddenDropoutThreshold, keep);
+    dropout_keep_vec<kV>(p.rng, kStream, e, kHiddenDropoutThreshold, keep);
 #pragma unroll
     for (int i = 0; i < kV; ++i) d[i] = keep[i] ? d[i] * kHiddenDropoutScale : 0.f;
     store_f<T, kV>(p.dx + e, d);

@@ -39,7 +39,7 @@ __device__ __forceinline__ void store_dx(const LayerNormBwdParams& p, size_t e, 
   store_f<T, kV>(p.dx + e, dx);
   if constexpr (kDropOut) {
     bool keep[kV];
-    dropout_keep_n<kV>(p.rng, kDropStream, e, kHiddenDropoutThreshold, keep);
+    dropout_keep_vec<kV>(p.rng, kDropStream, e, kHiddenDropoutThreshold, keep);
 #pragma unroll
     for (int i = 0; i < kV; ++i) dx[i] = keep[i] ? round_to<T>(dx[i]) * kHiddenDropoutScale : 0.f;
     store_f<T, kV>(p.dx_drop + e, dx);

@@ -79,7 +79,7 @@ __device__ __forceinline__ void dropout_impl(const PlainDropoutParams& p, float 
   DSKC_PLAIN_STRIDE(g, groups) {
     const unsigned long long first = g * 8;
     bool keep[8];
-    dropout_keep_n<8>(p.rng, p.stream, first, kThreshold, keep);
+    dropout_keep_vec<8>(p.rng, p.stream, first, kThreshold, keep);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const unsigned long long i = first + k;
