@@ -55,11 +55,13 @@ std::string emit_config_header(const LayerPlan& plan) {
     << fmt::format("constexpr bool kHiddenDropoutOn = {};  // hidden_dropout_ratio {}\n", hid_drop, c.hidden_dropout_ratio)
     << fmt::format("constexpr bool kAttnFwdStoresBits = {};  // {}\n", plan.attn_fwd_stores_bits(),
                    !plan.attn_keep_bits        ? "no fused attention dropout"
+                   : plan.attn_bits_in_ln      ? "DSKC_ATTN_MASK=ln: layernorm_fwd_norm writes the keep bits"
                    : plan.attn_mask_kernel     ? "DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes the keep bits"
                    : plan.attn_keep_bits_saved ? "attn_flash_fwd saves its keep mask as bits for attn_flash_bwd_*"
                                                : "attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the bits in backward")
     << fmt::format("constexpr bool kAttnFwdLoadsBits = {};  // {}\n", plan.attn_mask_kernel,
                    !plan.attn_keep_bits    ? "no fused attention dropout"
+                   : plan.attn_bits_in_ln  ? "DSKC_ATTN_MASK=ln: attn_flash_fwd reads the bits layernorm_fwd_norm wrote"
                    : plan.attn_mask_kernel ? "DSKC_ATTN_MASK=kernel: attn_flash_fwd reads the bits attn_dropout_bits_fwd wrote"
                                            : "DSKC_ATTN_MASK=inline: attn_flash_fwd draws the mask with Philox");
   o << fmt::format("constexpr int kAttnFwdStages = {};  // attn_flash_fwd's K/V tile buffers{}\n", plan.attn_fwd_stages,
@@ -134,7 +136,7 @@ std::string inline_templates(const std::vector<std::string>& roots, const std::s
 // same numbers, and the generated source static_asserts them, so host and device cannot drift.
 static int params_bytes(const std::string& type) {
   static const std::map<std::string, int> sizes = {
-      {"LayerNormFwdParams", 56},    {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
+      {"LayerNormFwdParams", 56},    {"LayerNormFwdBitsParams", 88},      {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},

@@ -9,7 +9,9 @@
 //   attn_dropout_checkpoint: then the bits are a workspace tensor (shared by all layers) that the
 //   standalone kernel attn_dropout_bits_bwd rewrites from the Philox rule before they run.
 //   The forward draws the mask in attn_flash_fwd (storing the saved bits), or with
-//   DSKC_ATTN_MASK=kernel attn_dropout_bits_fwd writes the bits first and attn_flash_fwd reads them;
+//   DSKC_ATTN_MASK=kernel attn_dropout_bits_fwd writes the bits first and attn_flash_fwd reads them
+//   (=ln, the default: in Pre-LN the first LayerNorm's launch writes them, and under
+//   attn_dropout_checkpoint + normalize_invertible its re-run in backward rewrites them);
 //   stochastic_mode adds no saved tensor: its single-pass attention backward (attn_flash_bwd_dkdvdq
 //   in place of attn_flash_bwd_dkdv + attn_flash_bwd_dq) accumulates dQ in fp32 with atomics in the
 //   workspace tensors attn_dq_acc [B, S, H] and attn_dq_tickets [B, heads], shared by all layers;
@@ -108,8 +110,10 @@ AttentionPath attention_path_from_env() {
 }
 
 AttnMask attn_mask_from_env() {
-  return env_choice("DSKC_ATTN_MASK", AttnMask::Kernel, {{"kernel", AttnMask::Kernel}, {"inline", AttnMask::Inline}},
-                    "\"kernel\" (the default: the attn_dropout_bits kernel writes the attention dropout keep bits "
+  return env_choice("DSKC_ATTN_MASK", AttnMask::LayerNorm,
+                    {{"ln", AttnMask::LayerNorm}, {"kernel", AttnMask::Kernel}, {"inline", AttnMask::Inline}},
+                    "\"ln\" (the default: as \"kernel\", but in Pre-LN the first LayerNorm's launch writes the "
+                    "bits), \"kernel\" (the attn_dropout_bits kernel writes the attention dropout keep bits "
                     "before attn_flash_fwd, which reads them) or \"inline\" (attn_flash_fwd draws the mask with "
                     "Philox itself)");
 }
@@ -368,7 +372,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const bool bits_saved = bits && !c.attn_dropout_checkpoint;
   plan.attn_keep_bits = bits;
   plan.attn_keep_bits_saved = bits_saved;
-  plan.attn_mask_kernel = bits && mask_src == AttnMask::Kernel;
+  plan.attn_mask_kernel = bits && (mask_src == AttnMask::Kernel || mask_src == AttnMask::LayerNorm);
+  plan.attn_bits_in_ln = plan.attn_mask_kernel && mask_src == AttnMask::LayerNorm && pre;
+  plan.attn_bits_bwd_in_ln = plan.attn_bits_in_ln && !bits_saved && c.normalize_invertible;
   const int stages_max = opt.attn_fwd_stages == 0 ? attn_fwd_stages_from_env() : opt.attn_fwd_stages;
   DSKC_ASSERT(stages_max == 1 || stages_max == 2, "PlanOptions::attn_fwd_stages is 0, 1 or 2");
   plan.attn_fwd_stages =
@@ -401,20 +407,31 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
 
   // ---- forward kernels, in launch order ----
-  if (pre)
-    b.rows(Pass::Forward, "layernorm_fwd_norm", "layernorm_fwd", "LayerNormFwdParams",
-           "layernorm_fwd_impl<kHidden>", H,
+  if (pre) {
+    const bool lnb = plan.attn_bits_in_ln;
+    b.rows(Pass::Forward, "layernorm_fwd_norm", lnb ? "layernorm_fwd_bits" : "layernorm_fwd",
+           lnb ? "LayerNormFwdBitsParams" : "LayerNormFwdParams",
+           lnb ? "layernorm_fwd_bits_impl<kHidden>" : "layernorm_fwd_impl<kHidden>", H,
            std::string("LayerNorm(norm_w, norm_b) of the layer input") +
+               (lnb ? std::string(" + the attention dropout keep mask (Philox) as bits for attn_flash_fwd") +
+                          (bits_saved ? ", kept for backward" : "") + " (DSKC_ATTN_MASK=ln)"
+                    : "") +
                (train && c.normalize_invertible
-                    ? "; re-run in backward for the attn_qkvw gradient (normalize_invertible keeps only mean/rstd)"
+                    ? std::string("; re-run in backward for the attn_qkvw gradient (normalize_invertible keeps only "
+                                  "mean/rstd)") +
+                          (plan.attn_bits_bwd_in_ln ? ", rewriting the keep bits (attn_dropout_checkpoint)" : "")
                     : ""));
+  }
   if (lin)
     b.gemm_sm90(Pass::Forward, "gemm_qkv_fwd", "3 * kHidden", "kHidden", "kBias", 3 * H,
                 std::string("QKV GEMM ") + (pre ? "ln_norm_out" : "input") + "·attn_qkvwᵀ + attn_qkvb (TMA + wgmma)");
   const int fb = 32 * flash_bwd_warps(c.head_dim());  // fused backward block (2 or 4 warps)
-  if (plan.attn_mask_kernel)
+  if (plan.attn_mask_kernel && !plan.attn_bits_in_ln)
     b.dropout_bits(Pass::Forward, "attn_dropout_bits_fwd",
-                   std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (DSKC_ATTN_MASK=kernel)") +
+                   std::string("attention dropout keep mask (Philox) as bits for attn_flash_fwd (") +
+                       (mask_src == AttnMask::LayerNorm ? "DSKC_ATTN_MASK=ln: no LayerNorm before attention in Post-LN"
+                                                        : "DSKC_ATTN_MASK=kernel") +
+                       ")" +
                        (bits_saved ? ", kept for backward" : ""));
   if (fused && fwd_src != AttnFwd::Sync && attn_fwd_wgmma_supported(c, opt.arch, plan.attn_mask_kernel)) {
     const int stages = fwd_src == AttnFwd::Wgmma3 ? 3 : 2;
@@ -560,16 +577,17 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
       // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
-                             (bits_saved ? ", dropout mask from the saved bits"
-                              : bits     ? ", dropout mask from the bits attn_dropout_bits_bwd rewrote"
-                                         : "") +
+                             (bits_saved                ? ", dropout mask from the saved bits"
+                              : plan.attn_bits_bwd_in_ln ? ", dropout mask from the bits layernorm_fwd_norm rewrote"
+                              : bits                     ? ", dropout mask from the bits attn_dropout_bits_bwd rewrote"
+                                                         : "") +
                              (dq_atomic ? "" : "; no atomics");
       b.flash(Pass::Backward, "attn_flash_bwd_dot", "AttnFlashDotParams",
               dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>" : "attn_flash_bwd_dot_impl<T>",
               "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
               std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
                   (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : ""));
-      if (bits && !bits_saved)
+      if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln)
         b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
                        std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
                            (dq_atomic ? "attn_flash_bwd_dkdvdq" : dq_gemm ? "attn_flash_bwd_dkdv" : "attn_flash_bwd_dkdv / _dq") +
@@ -696,9 +714,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (!fused && attn_drop && c.attn_dropout_checkpoint) b.scores(w, "attn_probs_dropped", "recomputed dropout(P)");
     if (bits && !bits_saved)
       b.head_row_words(w, "attn_dropout_bits",
-                       std::string("attention dropout keep mask (attn_dropout_checkpoint: not kept; rewritten by "
-                                   "attn_dropout_bits_bwd for the backward") +
-                           (plan.attn_mask_kernel ? ", by attn_dropout_bits_fwd for attn_flash_fwd)" : ")"));
+                       std::string("attention dropout keep mask (attn_dropout_checkpoint: not kept; rewritten by ") +
+                           (plan.attn_bits_bwd_in_ln ? "layernorm_fwd_norm's re-run" : "attn_dropout_bits_bwd") +
+                           " for the backward" +
+                           (plan.attn_bits_in_ln    ? ", by layernorm_fwd_norm for attn_flash_fwd)"
+                            : plan.attn_mask_kernel ? ", by attn_dropout_bits_fwd for attn_flash_fwd)"
+                                                    : ")"));
     if (inv && pre)
       b.tokens(w, "ln_norm_out", "[B, S, H]", H, "LN(layer input) for the QKV GEMM; backward recomputes it (not kept)");
     if (inv) b.tokens(w, "attn_residual", "[B, S, H]", H, "residual sum (not kept with normalize_invertible)");

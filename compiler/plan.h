@@ -119,6 +119,13 @@ struct LayerPlan {
   bool attn_keep_bits = false;
   bool attn_keep_bits_saved = false;
   bool attn_mask_kernel = false;
+  // With attn_mask_kernel in Pre-LN (DSKC_ATTN_MASK=ln, the default): the bits kernel's work runs
+  // inside the first LayerNorm's launch instead (layernorm_fwd_norm is layernorm_fwd_bits: its
+  // memory-bound rows and the ALU-bound Philox words overlap; no attn_dropout_bits_fwd). Under
+  // attn_dropout_checkpoint with normalize_invertible, the backward's re-run of that LayerNorm
+  // rewrites the bits too (no attn_dropout_bits_bwd): attn_bits_bwd_in_ln.
+  bool attn_bits_in_ln = false;
+  bool attn_bits_bwd_in_ln = false;
   // layernorm_bwd kernels run a row per warp (kLnBwdWarps warps, two rows each, per block of
   // kGradRowsPerBlock rows) where a row is at most kWarpRowVecs vectors (kLnBwdWarpRows in the
   // config header; templates/layernorm_bwd.cuh LayerNormBwdShape); else a block per row.
@@ -186,9 +193,10 @@ enum class AttentionPath {
 // Where the fused attention forward takes its dropout keep mask from (only matters for fused
 // attention with attention dropout in training). The flags are the same either way.
 enum class AttnMask {
-  FromEnvironment,  // DSKC_ATTN_MASK: unset, "" or "kernel" -> Kernel; "inline" -> Inline
+  FromEnvironment,  // DSKC_ATTN_MASK: unset, "" or "ln" -> LayerNorm; "kernel" -> Kernel; "inline" -> Inline
   Inline,           // attn_flash_fwd draws it with Philox per tile (and stores the saved bits)
   Kernel,           // attn_dropout_bits_fwd writes the bits just before attn_flash_fwd, which reads them
+  LayerNorm,        // as Kernel, but in Pre-LN the first LayerNorm's launch writes them (attn_bits_in_ln)
 };
 // How the fused attention backward produces dQ.
 enum class AttnDq {
@@ -234,7 +242,7 @@ enum class FfnGemm {
   Sm90Forward,      // gemm_sm90 for the intermediate GEMM (forward) where supported; cuBLASLt backward
   Sm90,             // gemm_sm90 for both GELU GEMMs where supported
 };
-constexpr FfnGemm kFfnGemmDefault = FfnGemm::Cublas;
+constexpr FfnGemm kFfnGemmDefault = FfnGemm::Sm90Forward;
 // Who runs the forward's QKV, attention-output and output GEMMs (LayerPlan::linear_gemm_sm90).
 enum class LinearGemm {
   FromEnvironment,  // DSKC_LINEAR_GEMM: unset or "" -> the default below; "cublas", "sm90"
@@ -272,8 +280,8 @@ bool fused_attention_supported(const LayerConfig& cfg);
 // Reads DSKC_ATTENTION (unset, "", "auto", "fused" -> FusedWhereSupported; "unfused" -> Unfused);
 // any other value is an Error(Config) naming the variable.
 AttentionPath attention_path_from_env();
-// Reads DSKC_ATTN_MASK (unset, "", "kernel" -> Kernel; "inline" -> Inline); any other value is an
-// Error(Config) naming the variable.
+// Reads DSKC_ATTN_MASK (unset, "", "ln" -> LayerNorm; "kernel" -> Kernel; "inline" -> Inline); any other
+// value is an Error(Config) naming the variable.
 AttnMask attn_mask_from_env();
 // Reads DSKC_LN_BWD (unset, "", "warp" -> WarpRows; "block" -> BlockRows); any other value is an
 // Error(Config) naming the variable.

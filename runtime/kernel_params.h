@@ -126,6 +126,11 @@ struct AttnDropoutBits {
   int batch, seq;
   DropoutArgs rng;
 };
+// layernorm_fwd_bits (LayerPlan::attn_bits_in_ln): bits.bits == nullptr for the LayerNorm alone.
+struct LayerNormFwdBits {
+  LayerNormFwd ln;
+  AttnDropoutBits bits;
+};
 
 // gemm_sm90 (templates/gemm_sm90.cuh): TMA descriptors (runtime/tma.h) of A [m, K], B [N, K] and
 // the epilogue's [m, N] tensors; passed as a __grid_constant__ parameter.
@@ -153,6 +158,7 @@ static_assert(sizeof(AttnFlashBwdWg) == 512 && offsetof(AttnFlashBwdWg, mask) ==
 static_assert(sizeof(AttnFlashFwdWg) == 256 && offsetof(AttnFlashFwdWg, mask) == 128);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
+static_assert(sizeof(LayerNormFwdBits) == 88);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);
 static_assert(sizeof(BiasDropoutResidual) == 56);
 static_assert(sizeof(BiasGeluFwd) == 32);

@@ -427,9 +427,15 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   if (pre) {
     h1 = t("ln_norm_out");
     // Pre-LN keeps this LayerNorm's mean in training (backward uses x̂ from the input).
-    kp::LayerNormFwd p{P(input), P(param("norm_w")), P(param("norm_b")), P(h1),
-                       F(train ? t("ln_norm_mean") : t("ln_scratch_mean")), rstd_buf("ln_norm_rstd"), rows};
-    run_kernel("layernorm_fwd_norm", &p, rows);
+    const kp::LayerNormFwd p{P(input), P(param("norm_w")), P(param("norm_b")), P(h1),
+                             F(train ? t("ln_norm_mean") : t("ln_scratch_mean")), rstd_buf("ln_norm_rstd"), rows};
+    if (plan_.attn_bits_in_ln) {
+      // DSKC_ATTN_MASK=ln: the same launch writes the attention dropout keep bits for attn_flash_fwd.
+      const kp::LayerNormFwdBits pb{p, {U32(t("attn_dropout_bits")), batch, seq, rng}};
+      run_kernel("layernorm_fwd_norm", &pb, rows);
+    } else {
+      run_kernel("layernorm_fwd_norm", &p, rows);
+    }
   }
   // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
   if (plan_.linear_gemm_sm90)
@@ -445,7 +451,7 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     // ctx = dropout(softmax(Q·Kᵀ/√d + mask))·V in one kernel; training keeps the row logsumexp and,
     // unless attn_dropout_checkpoint, the dropout keep bits: stored by attn_flash_fwd, or with
     // DSKC_ATTN_MASK=kernel written first by attn_dropout_bits_fwd and read by attn_flash_fwd.
-    if (plan_.attn_mask_kernel) {
+    if (plan_.attn_mask_kernel && !plan_.attn_bits_in_ln) {
       kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch, seq, rng};
       run_kernel("attn_dropout_bits_fwd", &pk, rows);
     }
@@ -556,18 +562,29 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // attention dropout keep bits under attn_dropout_checkpoint and, in Pre-LN with
   // normalize_invertible, the first LayerNorm's output (same kernel as forward, same bits).
   const CUdeviceptr h1 = pre ? t("ln_norm_out") : input_;
+  // attn_bits_bwd_in_ln: the LayerNorm re-run writes the bits as well, so it runs where the bits are
+  // needed (regenerate_bits) and not again later.
+  bool ln_done = false;
+  auto regenerate_ln = [&](bool on_side) {
+    if (!(pre && inv) || ln_done) return;
+    ln_done = true;
+    const kp::LayerNormFwd p{P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
+                             F(t("ln_norm_rstd")), rows};
+    const bool with_bits = plan_.attn_bits_bwd_in_ln;
+    if (plan_.attn_bits_in_ln) {
+      const kp::LayerNormFwdBits pb{p, {with_bits ? U32(t("attn_dropout_bits")) : nullptr, batch_, seq, rng}};
+      run_kernel("layernorm_fwd_norm", &pb, rows, on_side);
+    } else {
+      run_kernel("layernorm_fwd_norm", &p, rows, on_side);
+    }
+    if (on_side) side_done({h1, t("ln_norm_mean"), t("ln_norm_rstd"), with_bits ? t("attn_dropout_bits") : 0});
+  };
   auto regenerate_bits = [&](bool on_side) {
     if (!(plan_.fused_attention && plan_.attn_keep_bits && !plan_.attn_keep_bits_saved)) return;
+    if (plan_.attn_bits_bwd_in_ln) return regenerate_ln(on_side);
     kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch_, seq, rng};
     run_kernel("attn_dropout_bits_bwd", &pk, rows, on_side);
     if (on_side) side_done({t("attn_dropout_bits")});
-  };
-  auto regenerate_ln = [&](bool on_side) {
-    if (!(pre && inv)) return;
-    kp::LayerNormFwd p{P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
-                       F(t("ln_norm_rstd")), rows};
-    run_kernel("layernorm_fwd_norm", &p, rows, on_side);
-    if (on_side) side_done({h1, t("ln_norm_mean"), t("ln_norm_rstd")});
   };
   // gemm_sm90's output-layer data gradient reads output_wᵀ (K-major): transposed first, on the side
   // stream while the main stream starts the FFN backward.

@@ -55,4 +55,28 @@ __device__ __forceinline__ void attn_dropout_bits_impl(const AttnDropoutBitsPara
   }
 }
 
+// The same words spread over a grid shaped for other work (templates/layernorm_fwd_bits.cuh): thread
+// t of n writes words t, t + n, t + 2n, ... of the whole tensor, B·heads·S rows of W words (row r =
+// bh·S + i, so the word's first key has element index r·S + 32·w). Consecutive threads store
+// consecutive words; the row and word advance by a fixed step (no division in the loop).
+__device__ __forceinline__ void attn_dropout_bits_strided(const AttnDropoutBitsParams& p, int heads, unsigned t,
+                                                          unsigned n) {
+  const int seq = p.seq, words = flash::keep_words(seq);
+  const size_t total = static_cast<size_t>(p.batch) * heads * seq * words;
+  const dskc_rng::DropoutKey key{p.rng.seed, p.rng.layer, p.rng.step};
+  const unsigned row_step = n / words, word_step = n % words;
+  size_t r = t / words;
+  unsigned w = t % words;
+  for (size_t c = t; c < total; c += n) {
+    const int j = 32 * static_cast<int>(w);
+    p.bits[c] = flash::keep_word(key, static_cast<uint64_t>(r) * seq + j, seq - j < 32 ? seq - j : 32);
+    r += row_step;
+    w += word_step;
+    if (w >= static_cast<unsigned>(words)) {
+      w -= words;
+      ++r;
+    }
+  }
+}
+
 }  // namespace dskc

@@ -85,17 +85,31 @@ __device__ __forceinline__ void layernorm_row(float (&v)[S::kPer][S::kV], const 
   }
 }
 
-template <int kCols>
-__device__ __forceinline__ void layernorm_fwd_impl(const LayerNormFwdParams& p) {
+// between(): work of every thread of the grid (rows past p.rows included) that needs nothing of the
+// row, run while the row's loads are in flight (layernorm_fwd_bits.cuh: the attention keep bits).
+template <int kCols, typename Between>
+__device__ __forceinline__ void layernorm_fwd_impl(const LayerNormFwdParams& p, Between&& between) {
   using S = LayerNormShape<kCols>;
   const int row = S::row();
-  if (row >= p.rows) return;  // a whole warp (warp rows) or block
+  const bool live = row < p.rows;  // a whole warp (warp rows) or block
   const T* x = p.x + static_cast<size_t>(row) * kCols;
-  float v[S::kPer][S::kV] = {};
+  // The row stays packed (one 16-byte vector per k) while between() runs: half the registers of
+  // the fp32 values.
+  Vec<T, S::kV> raw[S::kPer];
 #pragma unroll
   for (int k = 0; k < S::kPer; ++k) {
     const int c = S::col(k);
-    if (c < kCols) load_f<T, S::kV>(x + c, v[k]);
+    if (live && c < kCols) raw[k] = *reinterpret_cast<const Vec<T, S::kV>*>(x + c);
+  }
+  between();
+  if (!live) return;
+  float v[S::kPer][S::kV] = {};
+#pragma unroll
+  for (int k = 0; k < S::kPer; ++k) {
+    if (S::col(k) < kCols) {
+#pragma unroll
+      for (int i = 0; i < S::kV; ++i) v[k][i] = to_f(raw[k].v[i]);
+    }
   }
   layernorm_row<kCols>(v, p.gamma, p.beta, p.mean + row, p.rstd + row);
   T* y = p.y + static_cast<size_t>(row) * kCols;
@@ -104,6 +118,11 @@ __device__ __forceinline__ void layernorm_fwd_impl(const LayerNormFwdParams& p) 
     const int c = S::col(k);
     if (c < kCols) store_f<T, S::kV>(y + c, v[k]);
   }
+}
+
+template <int kCols>
+__device__ __forceinline__ void layernorm_fwd_impl(const LayerNormFwdParams& p) {
+  layernorm_fwd_impl<kCols>(p, [] {});
 }
 
 }  // namespace dskc

@@ -1097,8 +1097,12 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
     dskc_test::ScopedEnv env("DSKC_ATTN_MASK", v);
     return make_plan(bert_large(), {AttentionPath::FusedWhereSupported});
   };
-  CHECK(from_env(nullptr).attn_mask_kernel);  // the default: the standalone bits kernel
-  CHECK(from_env("").attn_mask_kernel);
+  CHECK(from_env(nullptr).attn_mask_kernel);  // the default: bits read by attn_flash_fwd, written by the LayerNorm
+  CHECK(from_env(nullptr).attn_bits_in_ln);
+  CHECK(from_env("").attn_bits_in_ln);
+  CHECK(from_env("ln").attn_bits_in_ln);
+  CHECK_FALSE(from_env("kernel").attn_bits_in_ln);
+  CHECK_FALSE(from_env("inline").attn_bits_in_ln);
   CHECK_FALSE(from_env("inline").attn_mask_kernel);
   CHECK(from_env("inline").find_kernel("attn_dropout_bits_fwd") == nullptr);
   CHECK(from_env("kernel").attn_mask_kernel);
@@ -1111,11 +1115,83 @@ TEST_CASE("fused attention dropout keep bits: attn_dropout_bits_bwd under attn_d
     dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "inline");
     CHECK(make_plan(bert_large(), {AttentionPath::FusedWhereSupported, AttnMask::Kernel}).attn_mask_kernel);
   }
-  for (const char* bad : {"Kernel", "philox", "kernel "}) {
+  for (const char* bad : {"Kernel", "philox", "kernel ", "LN", "layernorm"}) {
     check_env_error("DSKC_ATTN_MASK", bad, "inline", "kernel", [] { attn_mask_from_env(); });
+    check_env_error("DSKC_ATTN_MASK", bad, "ln", "kernel", [] { attn_mask_from_env(); });
     // Validated even where it would not matter (like DSKC_ATTENTION): a typo never passes silently.
     dskc_test::ScopedEnv env("DSKC_ATTN_MASK", bad);
     error_of([] { make_plan(with_dtype(bert_large(), DType::F32)); }, ErrorKind::Config);
+  }
+}
+
+// DSKC_ATTN_MASK=ln (the default): in Pre-LN training with attention dropout the first LayerNorm's
+// launch writes the keep bits (layernorm_fwd_bits, params LayerNormFwdBitsParams) and there is no
+// attn_dropout_bits_fwd; under attn_dropout_checkpoint + normalize_invertible the LayerNorm's re-run
+// in backward rewrites them (no attn_dropout_bits_bwd). Everywhere else the plan is DSKC_ATTN_MASK=kernel's.
+TEST_CASE("DSKC_ATTN_MASK=ln: the keep bits from the first LayerNorm's launch in Pre-LN, the bits kernel elsewhere") {
+  auto plan = [](LayerConfig c, AttnMask m) { return make_plan(c, {AttentionPath::FusedWhereSupported, m}); };
+  auto ln_op = [](const LayerPlan& p) {
+    const KernelInfo* k = p.find_kernel("layernorm_fwd_norm");
+    return k ? k->op + " " + k->params_type + " " + k->instantiation : std::string("none");
+  };
+  const std::string fused_ln = "layernorm_fwd_bits LayerNormFwdBitsParams layernorm_fwd_bits_impl<kHidden>";
+  const std::string plain_ln = "layernorm_fwd LayerNormFwdParams layernorm_fwd_impl<kHidden>";
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const LayerConfig base = with_dtype(bert_large(), t);
+    const LayerPlan ln = plan(base, AttnMask::LayerNorm), kernel = plan(base, AttnMask::Kernel);
+    CHECK(ln.attn_bits_in_ln);
+    CHECK_FALSE(ln.attn_bits_bwd_in_ln);
+    CHECK(ln.attn_mask_kernel);  // attn_flash_fwd reads the bits either way
+    CHECK(ln_op(ln) == fused_ln);
+    CHECK(ln_op(kernel) == plain_ln);
+    CHECK_FALSE(has_kernel(ln, "attn_dropout_bits_fwd"));
+    CHECK(has_kernel(kernel, "attn_dropout_bits_fwd"));
+    CHECK(kernel_names(ln).size() + 1 == kernel_names(kernel).size());
+    CHECK(ln.activation_bytes(64, 128) == kernel.activation_bytes(64, 128));
+    CHECK(ln.workspace_bytes(64, 128) == kernel.workspace_bytes(64, 128));
+    const std::string src = emit(ln).source;
+    CHECK(src.find("layernorm_fwd_norm(const LayerNormFwdBitsParams p)") != std::string::npos);
+    CHECK(src.find("static_assert(sizeof(LayerNormFwdBitsParams) == 88") != std::string::npos);
+    CHECK(src.find("attn_dropout_bits_strided") != std::string::npos);
+    CHECK(emit(kernel).source.find("layernorm_fwd_norm(const LayerNormFwdParams p)") != std::string::npos);
+    // attn_dropout_checkpoint: the bits kernel in backward unless normalize_invertible re-runs the LayerNorm.
+    LayerConfig adc = base;
+    adc.attn_dropout_checkpoint = true;
+    const LayerPlan a = plan(adc, AttnMask::LayerNorm);
+    CHECK(a.attn_bits_in_ln);
+    CHECK_FALSE(a.attn_bits_bwd_in_ln);
+    CHECK(has_kernel(a, "attn_dropout_bits_bwd"));
+    adc.normalize_invertible = true;
+    const LayerPlan ai = plan(adc, AttnMask::LayerNorm), ak = plan(adc, AttnMask::Kernel);
+    CHECK(ai.attn_bits_bwd_in_ln);
+    CHECK_FALSE(has_kernel(ai, "attn_dropout_bits_bwd"));
+    CHECK_FALSE(has_kernel(ai, "attn_dropout_bits_fwd"));
+    CHECK(has_kernel(ak, "attn_dropout_bits_bwd"));
+    CHECK(ln_op(ai) == fused_ln);
+    CHECK(ai.find_kernel("layernorm_fwd_norm")->fuses.find("rewriting the keep bits") != std::string::npos);
+    CHECK(ai.activation_bytes(64, 128) == ak.activation_bytes(64, 128));
+    // normalize_invertible alone: the re-run is the fused kernel with no bits (nothing to rewrite).
+    LayerConfig inv = base;
+    inv.normalize_invertible = true;
+    CHECK_FALSE(plan(inv, AttnMask::LayerNorm).attn_bits_bwd_in_ln);
+    // Post-LN has no LayerNorm before attention: the bits kernel, as with "kernel".
+    LayerConfig post_cfg = base;
+    post_cfg.pre_layer_norm = false;
+    const LayerPlan post = plan(post_cfg, AttnMask::LayerNorm);
+    CHECK_FALSE(post.attn_bits_in_ln);
+    CHECK(post.attn_mask_kernel);
+    CHECK(has_kernel(post, "attn_dropout_bits_fwd"));
+    CHECK(kernel_names(post) == kernel_names(plan(post_cfg, AttnMask::Kernel)));
+    // No attention dropout, or inference: no bits at all, the plain LayerNorm.
+    LayerConfig nodrop = base;
+    nodrop.attn_dropout_ratio = 0;
+    CHECK_FALSE(plan(nodrop, AttnMask::LayerNorm).attn_bits_in_ln);
+    CHECK(ln_op(plan(nodrop, AttnMask::LayerNorm)) == plain_ln);
+    LayerConfig infer = base;
+    infer.training = false;
+    CHECK_FALSE(plan(infer, AttnMask::LayerNorm).attn_bits_in_ln);
+    CHECK(ln_op(plan(infer, AttnMask::LayerNorm)) == plain_ln);
   }
 }
 
@@ -1339,12 +1415,19 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(emit_config_header(f).find("constexpr bool kFfnGemmSm90 = true;  // the intermediate GEMM") != std::string::npos);
     CHECK_FALSE(pi.ffn_gemm_sm90_bwd);
   }
-  // The environment: cuBLASLt by default (kFfnGemmDefault: the measured choice, bench/NOTES.md v17).
-  CHECK(kFfnGemmDefault == FfnGemm::Cublas);
+  // The environment: gemm_sm90 for the intermediate GEMM only by default (kFfnGemmDefault: the measured
+  // choice, bench/NOTES.md v26; cuBLASLt before the GELU got cheaper, v17).
+  CHECK(kFfnGemmDefault == FfnGemm::Sm90Forward);
   PlanOptions env_opt;
   env_opt.arch = "sm_90";
   {
     dskc_test::ScopedEnv env("DSKC_FFN_GEMM", nullptr);
+    const LayerPlan d = make_plan(bert_large(), env_opt);
+    CHECK(d.ffn_gemm_sm90);
+    CHECK_FALSE(d.ffn_gemm_sm90_bwd);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "cublas");
     CHECK_FALSE(make_plan(bert_large(), env_opt).ffn_gemm_sm90);
   }
   {
@@ -1917,8 +2000,8 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
     // gemm_sm90 (every epilogue), weight_transpose (fp16/bf16)
     const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t), FfnGemm::Sm90, LinearGemm::Sm90);
-    // the wgmma attention forward (sm_90, keep flags from attn_dropout_bits_fwd)
-    PlanOptions fwd_wg{AttentionPath::FusedWhereSupported, AttnMask::Kernel};
+    // the wgmma attention forward (sm_90, keep flags from the first LayerNorm's launch: layernorm_fwd_bits)
+    PlanOptions fwd_wg{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
     fwd_wg.arch = "sm_90";
     fwd_wg.attn_fwd = AttnFwd::Wgmma;
     const LayerPlan plan_fwd_wg = make_plan(with_dtype(c, t), fwd_wg);
@@ -1970,6 +2053,7 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         // fp32 layers have no fused attention and no gemm_sm90: those templates compile with no
         // kernel instantiating them.
         const bool fp16_only = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh" ||
+                               tpl.path == "layernorm_fwd_bits.cuh" ||
                                tpl.path == "gemm_sm90.cuh" || tpl.path == "weight_transpose.cuh";
         CHECK_MESSAGE((!wrapped.empty() || (fp16_only && t == DType::F32)),
                       tpl.path << " is used by no kernel of a plan with every flag");

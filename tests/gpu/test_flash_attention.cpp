@@ -401,7 +401,8 @@ void check_bitwise_equal(const Result& a, const Result& r) {
 
 // The same layer and inputs with the keep bits from every source: saved by attn_flash_fwd (no flag,
 // DSKC_ATTN_MASK=inline), rewritten in backward by attn_dropout_bits_bwd (attn_dropout_checkpoint),
-// written by attn_dropout_bits_fwd and read by attn_flash_fwd (DSKC_ATTN_MASK=kernel), and both.
+// written by attn_dropout_bits_fwd and read by attn_flash_fwd (DSKC_ATTN_MASK=kernel) or written by the
+// first LayerNorm's launch in Pre-LN (=ln), and each with attn_dropout_checkpoint.
 // The mask is the same, so outputs, gradients and the bits are bitwise identical.
 void check_keep_bit_sources(const Case& k) {
   if (!selected(k.name)) return;
@@ -426,7 +427,7 @@ void check_keep_bit_sources(const Case& k) {
   CHECK(a.saves_bits);
   REQUIRE_FALSE(a.bits.empty());
   for (bool adc : {false, true})
-    for (const char* mask_src : {"inline", "kernel"}) {
+    for (const char* mask_src : {"inline", "kernel", "ln"}) {
       if (!adc && std::string(mask_src) == "inline") continue;  // a itself
       INFO((adc ? "attn_dropout_checkpoint" : "no flag") << ", DSKC_ATTN_MASK=" << mask_src << " vs no flag, inline");
       const Result r = run(ctx, adc ? cr : c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, mask_src);

@@ -195,19 +195,26 @@ TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_drop
   dskc_test::require_gpu();
   Context ctx;
   for (int S : {96, 93, 64, 37, 33, 32, 1})
-    for (bool adc : {false, true})
-      for (const char* mask_src : {"inline", "kernel"}) {
-        INFO("seq " << S << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src);
+    for (int flags : {0, 1, 2})  // none; attn_dropout_checkpoint; + normalize_invertible (ln: bits from the LN re-run)
+      for (const char* mask_src : {"inline", "kernel", "ln"}) {
+        const bool adc = flags >= 1, inv = flags == 2;
+        const std::string m = mask_src;
+        if (inv && m == "inline") continue;
+        INFO("seq " << S << (adc ? " attn_dropout_checkpoint" : " no flag") << (inv ? " + normalize_invertible" : "")
+                    << " DSKC_ATTN_MASK=" << mask_src);
         LayerConfig c = base_cfg(DType::F16, true);
         c.attn_dropout_ratio = 0.3;
         c.attn_dropout_checkpoint = adc;
+        c.normalize_invertible = inv;
         const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
         TransformerLayer layer(ctx, c);
         REQUIRE(layer.plan().fused_attention);
         const TensorInfo* bits = layer.plan().find_saved("attn_dropout_bits");
         CHECK(layer.plan().attn_keep_bits);
         CHECK(layer.plan().attn_keep_bits_saved == !adc);
-        CHECK(layer.plan().attn_mask_kernel == (std::string(mask_src) == "kernel"));
+        CHECK(layer.plan().attn_mask_kernel == (m == "kernel" || m == "ln"));
+        CHECK(layer.plan().attn_bits_in_ln == (m == "ln" && c.pre_layer_norm));
+        CHECK(layer.plan().attn_bits_bwd_in_ln == (m == "ln" && c.pre_layer_norm && inv));
         CHECK((bits != nullptr) == !adc);
         layer.set_params(init_layer_params(c, 2));
         const int B = 3, W = (S + 31) / 32;

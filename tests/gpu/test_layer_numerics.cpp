@@ -414,9 +414,11 @@ TEST_CASE("fp16 Post-LN head dim 64, seq 127, dropout, DSKC_BIAS_GRAD=epilogue (
 }
 
 // Where the keep bits come from changes no bit of the layer: attn_dropout_checkpoint (bits rewritten
-// in backward) and DSKC_ATTN_MASK=kernel (bits from attn_dropout_bits_fwd) against the default
-// (bits drawn and saved by attn_flash_fwd), same seed, step and inputs: output, grad_input and every
-// parameter gradient bitwise equal.
+// in backward), DSKC_ATTN_MASK=kernel (bits from attn_dropout_bits_fwd) and =ln (from the first
+// LayerNorm's launch in Pre-LN) against bits drawn and saved by attn_flash_fwd (=inline), same seed,
+// step and inputs: output, grad_input and every parameter gradient bitwise equal. With
+// normalize_invertible too (whose LayerNorm backward differs from the no-flag one), ln's re-run of the
+// LayerNorm rewrites the bits in backward: bitwise equal to the bits kernel's.
 TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and gradients") {
   dskc_test::require_gpu();
   // The mma.sync forward under every source (the wgmma forward, Hopper's default at head dim 64, reads
@@ -435,7 +437,7 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
       want = run_gpu(ctx, base, params, in, B, S, step, AttentionPath::FusedWhereSupported);
     }
     for (bool adc : {false, true})
-      for (const char* mask_src : {"inline", "kernel"}) {
+      for (const char* mask_src : {"inline", "kernel", "ln"}) {
         if (!adc && std::string(mask_src) == "inline") continue;
         INFO(dtype_name(t) << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src);
         LayerConfig c = base;
@@ -447,6 +449,25 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
         REQUIRE(got.grads.size() == want.grads.size());
         for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
       }
+    LayerConfig ci = base;
+    ci.attn_dropout_checkpoint = true;
+    ci.normalize_invertible = true;
+    GpuResult by_kernel;
+    {
+      const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "kernel");
+      by_kernel = run_gpu(ctx, ci, params, in, B, S, step, AttentionPath::FusedWhereSupported);
+    }
+    INFO(dtype_name(t) << " attn_dropout_checkpoint + normalize_invertible, DSKC_ATTN_MASK=ln vs kernel");
+    const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", "ln");
+    {
+      TransformerLayer probe(ctx, ci);
+      CHECK(probe.plan().attn_bits_bwd_in_ln == ci.pre_layer_norm);
+    }
+    const GpuResult got = run_gpu(ctx, ci, params, in, B, S, step, AttentionPath::FusedWhereSupported);
+    CHECK(got.output == by_kernel.output);
+    CHECK(got.grad_input == by_kernel.grad_input);
+    REQUIRE(got.grads.size() == by_kernel.grads.size());
+    for (const auto& [name, v] : by_kernel.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
   }
 }
 
