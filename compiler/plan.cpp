@@ -124,6 +124,15 @@ LnBwd ln_bwd_from_env() {
                     "block per row, eight rows per block in turn)");
 }
 
+AttnBitsBwd attn_bits_bwd_from_env() {
+  return env_choice("DSKC_ATTN_BITS_BWD", AttnBitsBwd::Auto,
+                    {{"auto", AttnBitsBwd::Auto}, {"dot", AttnBitsBwd::Dot}, {"kernel", AttnBitsBwd::Kernel}},
+                    "\"auto\" (the default: under attn_dropout_checkpoint the backward rewrites the keep bits in "
+                    "the LayerNorm re-run of Pre-LN + normalize_invertible, else with the standalone "
+                    "attn_dropout_bits_bwd), \"dot\" (in attn_flash_bwd_dot's launch) or \"kernel\" (always "
+                    "attn_dropout_bits_bwd)");
+}
+
 AttnDq attn_dq_from_env() {
   return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
                     {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}},
@@ -359,6 +368,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   // Read (and validated) whatever the layer, like DSKC_ATTENTION; it matters only with bits below.
   const AttnMask mask_src = opt.attn_mask == AttnMask::FromEnvironment ? attn_mask_from_env() : opt.attn_mask;
   const AttnDq dq_src = opt.attn_dq == AttnDq::FromEnvironment ? attn_dq_from_env() : opt.attn_dq;
+  const AttnBitsBwd bits_bwd_src =
+      opt.attn_bits_bwd == AttnBitsBwd::FromEnvironment ? attn_bits_bwd_from_env() : opt.attn_bits_bwd;
   const AttnBwd bwd_src = opt.attn_bwd == AttnBwd::FromEnvironment ? attn_bwd_from_env() : opt.attn_bwd;
   const AttnFwd fwd_src = opt.attn_fwd == AttnFwd::FromEnvironment ? attn_fwd_from_env() : opt.attn_fwd;
   plan.ln_bwd_warp_rows = (opt.ln_bwd == LnBwd::FromEnvironment ? ln_bwd_from_env() : opt.ln_bwd) == LnBwd::WarpRows;
@@ -374,7 +385,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.attn_keep_bits_saved = bits_saved;
   plan.attn_mask_kernel = bits && (mask_src == AttnMask::Kernel || mask_src == AttnMask::LayerNorm);
   plan.attn_bits_in_ln = plan.attn_mask_kernel && mask_src == AttnMask::LayerNorm && pre;
-  plan.attn_bits_bwd_in_ln = plan.attn_bits_in_ln && !bits_saved && c.normalize_invertible;
+  plan.attn_bits_bwd_in_ln =
+      bits_bwd_src == AttnBitsBwd::Auto && plan.attn_bits_in_ln && !bits_saved && c.normalize_invertible;
+  // Only when asked for (measured: bench/NOTES.md v26), and not with stochastic_mode's single-pass
+  // backward, whose dot kernel zeroes the dQ accumulator.
+  plan.attn_bits_bwd_in_dot = bits && !bits_saved && bits_bwd_src == AttnBitsBwd::Dot && dq_src != AttnDq::Atomic;
   const int stages_max = opt.attn_fwd_stages == 0 ? attn_fwd_stages_from_env() : opt.attn_fwd_stages;
   DSKC_ASSERT(stages_max == 1 || stages_max == 2, "PlanOptions::attn_fwd_stages is 0, 1 or 2");
   plan.attn_fwd_stages =
@@ -577,17 +592,25 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
       // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
-                             (bits_saved                ? ", dropout mask from the saved bits"
-                              : plan.attn_bits_bwd_in_ln ? ", dropout mask from the bits layernorm_fwd_norm rewrote"
+                             (bits_saved                 ? ", dropout mask from the saved bits"
+                              : plan.attn_bits_bwd_in_ln  ? ", dropout mask from the bits layernorm_fwd_norm rewrote"
+                              : plan.attn_bits_bwd_in_dot ? ", dropout mask from the bits attn_flash_bwd_dot rewrote"
                               : bits                     ? ", dropout mask from the bits attn_dropout_bits_bwd rewrote"
                                                          : "") +
                              (dq_atomic ? "" : "; no atomics");
-      b.flash(Pass::Backward, "attn_flash_bwd_dot", "AttnFlashDotParams",
-              dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>" : "attn_flash_bwd_dot_impl<T>",
+      const bool dot_bits = plan.attn_bits_bwd_in_dot;
+      b.flash(Pass::Backward, "attn_flash_bwd_dot", dot_bits ? "AttnFlashDotBitsParams" : "AttnFlashDotParams",
+              dot_bits    ? "attn_flash_bwd_dot_bits_impl<T>"
+              : dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>"
+                          : "attn_flash_bwd_dot_impl<T>",
               "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
               std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
-                  (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : ""));
-      if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln)
+                  (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : "") +
+                  (dot_bits ? " + the attention dropout keep mask regenerated (Philox) as bits (attn_dropout_checkpoint: "
+                              "not kept)"
+                            : ""));
+      if (dot_bits) plan.kernels.back().op = "attn_flash_bwd_dot_bits";
+      if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln && !dot_bits)
         b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
                        std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
                            (dq_atomic ? "attn_flash_bwd_dkdvdq" : dq_gemm ? "attn_flash_bwd_dkdv" : "attn_flash_bwd_dkdv / _dq") +
@@ -715,7 +738,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (bits && !bits_saved)
       b.head_row_words(w, "attn_dropout_bits",
                        std::string("attention dropout keep mask (attn_dropout_checkpoint: not kept; rewritten by ") +
-                           (plan.attn_bits_bwd_in_ln ? "layernorm_fwd_norm's re-run" : "attn_dropout_bits_bwd") +
+                           (plan.attn_bits_bwd_in_ln    ? "layernorm_fwd_norm's re-run"
+                            : plan.attn_bits_bwd_in_dot ? "attn_flash_bwd_dot"
+                                                        : "attn_dropout_bits_bwd") +
                            " for the backward" +
                            (plan.attn_bits_in_ln    ? ", by layernorm_fwd_norm for attn_flash_fwd)"
                             : plan.attn_mask_kernel ? ", by attn_dropout_bits_fwd for attn_flash_fwd)"

@@ -126,6 +126,11 @@ struct LayerPlan {
   // rewrites the bits too (no attn_dropout_bits_bwd): attn_bits_bwd_in_ln.
   bool attn_bits_in_ln = false;
   bool attn_bits_bwd_in_ln = false;
+  // With DSKC_ATTN_BITS_BWD=dot under attn_dropout_checkpoint: attn_flash_bwd_dot is
+  // attn_flash_bwd_dot_bits, which writes the bits in its launch right before attn_flash_bwd_dkdv (its
+  // memory-bound row sums and the Philox words overlap; no attn_dropout_bits_bwd). Not the default: on
+  // the main stream it measured no faster than the bits kernel on the side stream (bench/NOTES.md v26).
+  bool attn_bits_bwd_in_dot = false;
   // layernorm_bwd kernels run a row per warp (kLnBwdWarps warps, two rows each, per block of
   // kGradRowsPerBlock rows) where a row is at most kWarpRowVecs vectors (kLnBwdWarpRows in the
   // config header; templates/layernorm_bwd.cuh LayerNormBwdShape); else a block per row.
@@ -197,6 +202,13 @@ enum class AttnMask {
   Inline,           // attn_flash_fwd draws it with Philox per tile (and stores the saved bits)
   Kernel,           // attn_dropout_bits_fwd writes the bits just before attn_flash_fwd, which reads them
   LayerNorm,        // as Kernel, but in Pre-LN the first LayerNorm's launch writes them (attn_bits_in_ln)
+};
+// Where the backward rewrites the keep bits under attn_dropout_checkpoint (fused attention).
+enum class AttnBitsBwd {
+  FromEnvironment,  // DSKC_ATTN_BITS_BWD: unset, "" or "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel
+  Auto,             // the LayerNorm re-run where there is one (attn_bits_bwd_in_ln), else as Kernel
+  Dot,              // attn_flash_bwd_dot's launch (attn_bits_bwd_in_dot)
+  Kernel,           // the standalone attn_dropout_bits_bwd (first on the side stream)
 };
 // How the fused attention backward produces dQ.
 enum class AttnDq {
@@ -273,6 +285,7 @@ struct PlanOptions {
   std::string arch = "";
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;
+  AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -290,6 +303,9 @@ LnBwd ln_bwd_from_env();
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
+// Reads DSKC_ATTN_BITS_BWD (unset, "", "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel); any other
+// value is an Error(Config) naming the variable.
+AttnBitsBwd attn_bits_bwd_from_env();
 // Reads DSKC_ATTN_BWD (unset, "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"); any other value is an
 // Error(Config) naming the variable.
 AttnBwd attn_bwd_from_env();

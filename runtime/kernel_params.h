@@ -126,6 +126,11 @@ struct AttnDropoutBits {
   int batch, seq;
   DropoutArgs rng;
 };
+// attn_flash_bwd_dot_bits (LayerPlan::attn_bits_bwd_in_dot).
+struct AttnFlashDotBits {
+  AttnFlashDot dot;
+  AttnDropoutBits bits;
+};
 // layernorm_fwd_bits (LayerPlan::attn_bits_in_ln): bits.bits == nullptr for the LayerNorm alone.
 struct LayerNormFwdBits {
   LayerNormFwd ln;
@@ -153,6 +158,7 @@ static_assert(sizeof(WeightTranspose) == 16);
 static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
+static_assert(sizeof(AttnFlashDotBits) == 80);
 static_assert(sizeof(AttnFlashBwd) == 88);
 static_assert(sizeof(AttnFlashBwdWg) == 512 && offsetof(AttnFlashBwdWg, mask) == 384);
 static_assert(sizeof(AttnFlashFwdWg) == 256 && offsetof(AttnFlashFwdWg, mask) == 128);

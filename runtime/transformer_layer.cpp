@@ -582,6 +582,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   auto regenerate_bits = [&](bool on_side) {
     if (!(plan_.fused_attention && plan_.attn_keep_bits && !plan_.attn_keep_bits_saved)) return;
     if (plan_.attn_bits_bwd_in_ln) return regenerate_ln(on_side);
+    if (plan_.attn_bits_bwd_in_dot) return;  // attn_flash_bwd_dot writes them (below)
     kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch_, seq, rng};
     run_kernel("attn_dropout_bits_bwd", &pk, rows, on_side);
     if (on_side) side_done({t("attn_dropout_bits")});
@@ -702,8 +703,14 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     const bool dq_atomic = plan_.attn_dq_atomic;
     float* dq_acc = dq_atomic ? F(t("attn_dq_acc")) : nullptr;
     uint32_t* dq_tickets = dq_atomic ? U32(t("attn_dq_tickets")) : nullptr;
-    kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), dq_acc, dq_tickets, batch_, seq};
-    run_kernel("attn_flash_bwd_dot", &pd, rows);
+    const kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), dq_acc, dq_tickets, batch_, seq};
+    if (plan_.attn_bits_bwd_in_dot) {
+      // attn_dropout_checkpoint: the same launch rewrites the keep bits for attn_flash_bwd_dkdv.
+      const kp::AttnFlashDotBits pdb{pd, {U32(t("attn_dropout_bits")), batch_, seq, rng}};
+      run_kernel("attn_flash_bwd_dot", &pdb, rows);
+    } else {
+      run_kernel("attn_flash_bwd_dot", &pd, rows);
+    }
     // The dropout mask comes from attn_dropout_bits: saved by the forward, or (attn_dropout_checkpoint)
     // rewritten into the workspace (at the start on the side stream, else now).
     if (!regenerate_early) regenerate_bits(false);

@@ -22,21 +22,32 @@ struct AttnFlashDotParams {
   int seq;
 };
 
-template <typename E, FlashDq kDq = kDqPerQueryTile>
-__device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams& p) {
+// between(): work of every thread of the grid that needs nothing of the rows, run while the row
+// loads are in flight (attn_flash_bwd_dot_bits.cuh: the attention keep bits).
+template <typename E, FlashDq kDq, typename Between>
+__device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams& p, Between&& between) {
   static_assert(sizeof(E) == 2 && kHeadDim % 16 == 0, "fused attention runs on fp16/bf16, head dim % 16 == 0");
   using F = FlashDotTile;
   constexpr int kPer = kHeadDim / F::kLanesPerRow;  // even: kHeadDim % 16 == 0
   const int i = blockIdx.x * F::kRows + threadIdx.x / F::kLanesPerRow;
   const int part = threadIdx.x % F::kLanesPerRow;
   const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
-  float acc = 0.f;
+  const size_t off = (static_cast<size_t>(b) * p.seq + i) * kHidden + h * kHeadDim + part * kPer;
+  E ov[kPer], dv[kPer];
   if (i < p.seq) {
-    const size_t off = (static_cast<size_t>(b) * p.seq + i) * kHidden + h * kHeadDim + part * kPer;
     const E* o = reinterpret_cast<const E*>(p.ctx) + off;
     const E* d = reinterpret_cast<const E*>(p.dctx) + off;
 #pragma unroll
-    for (int c = 0; c < kPer; c += 2) acc += to_f(o[c]) * to_f(d[c]) + to_f(o[c + 1]) * to_f(d[c + 1]);
+    for (int c = 0; c < kPer; ++c) {
+      ov[c] = o[c];
+      dv[c] = d[c];
+    }
+  }
+  between();
+  float acc = 0.f;
+  if (i < p.seq) {
+#pragma unroll
+    for (int c = 0; c < kPer; c += 2) acc += to_f(ov[c]) * to_f(dv[c]) + to_f(ov[c + 1]) * to_f(dv[c + 1]);
     if constexpr (kDq == kDqAtomic) {
       if constexpr (kPer % 4 == 0) {
 #pragma unroll
@@ -54,6 +65,11 @@ __device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams
 #pragma unroll
   for (int s = 1; s < F::kLanesPerRow; s <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
   if (i < p.seq && part == 0) p.dot[static_cast<size_t>(bh) * p.seq + i] = acc;
+}
+
+template <typename E, FlashDq kDq = kDqPerQueryTile>
+__device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams& p) {
+  attn_flash_bwd_dot_impl<E, kDq>(p, [] {});
 }
 
 }  // namespace dskc

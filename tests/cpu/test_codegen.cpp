@@ -441,11 +441,15 @@ TEST_CASE("plan kernel lists follow LN placement, the memory flags and dropout")
             const bool adc = (f & kAttnCkpt) && attn_drop > 0 && !fused;
             CHECK(has_kernel(p, "attn_dropout_recompute") == adc);
             // Fused: the backward reads the keep mask as bits; the forward saves them unless
-            // attn_dropout_checkpoint, which adds attn_dropout_bits_bwd to rewrite them instead.
+            // attn_dropout_checkpoint, which adds attn_dropout_bits_bwd to rewrite them instead
+            // (DSKC_ATTN_BITS_BWD=auto with no LayerNorm re-run writing them: the mask is inline here).
             const bool bits = fused && attn_drop > 0, saved = bits && !(f & kAttnCkpt), rebits = bits && !saved;
             CHECK(p.attn_keep_bits == bits);
             CHECK(p.attn_keep_bits_saved == saved);
             CHECK_FALSE(p.attn_mask_kernel);
+            CHECK_FALSE(p.attn_bits_bwd_in_dot);
+            CHECK_FALSE(p.attn_bits_bwd_in_ln);
+            if (fused) CHECK(p.find_kernel("attn_flash_bwd_dot")->op == "attn_flash_bwd_dot");
             CHECK((p.find_saved("attn_dropout_bits") != nullptr) == saved);
             CHECK(std::any_of(p.workspace.begin(), p.workspace.end(),
                               [](const TensorInfo& w) { return w.name == "attn_dropout_bits"; }) == rebits);
@@ -1156,18 +1160,21 @@ TEST_CASE("DSKC_ATTN_MASK=ln: the keep bits from the first LayerNorm's launch in
     CHECK(src.find("attn_dropout_bits_strided") != std::string::npos);
     CHECK(emit(kernel).source.find("layernorm_fwd_norm(const LayerNormFwdParams p)") != std::string::npos);
     // attn_dropout_checkpoint: the bits kernel in backward unless normalize_invertible re-runs the LayerNorm.
+    // attn_dropout_checkpoint: the bits kernel in backward unless normalize_invertible re-runs the LayerNorm.
     LayerConfig adc = base;
     adc.attn_dropout_checkpoint = true;
     const LayerPlan a = plan(adc, AttnMask::LayerNorm);
     CHECK(a.attn_bits_in_ln);
     CHECK_FALSE(a.attn_bits_bwd_in_ln);
+    CHECK_FALSE(a.attn_bits_bwd_in_dot);
     CHECK(has_kernel(a, "attn_dropout_bits_bwd"));
     adc.normalize_invertible = true;
     const LayerPlan ai = plan(adc, AttnMask::LayerNorm), ak = plan(adc, AttnMask::Kernel);
     CHECK(ai.attn_bits_bwd_in_ln);
+    CHECK_FALSE(ai.attn_bits_bwd_in_dot);
     CHECK_FALSE(has_kernel(ai, "attn_dropout_bits_bwd"));
     CHECK_FALSE(has_kernel(ai, "attn_dropout_bits_fwd"));
-    CHECK(has_kernel(ak, "attn_dropout_bits_bwd"));
+    CHECK(has_kernel(ak, "attn_dropout_bits_bwd"));  // no LayerNorm launch with the bits
     CHECK(ln_op(ai) == fused_ln);
     CHECK(ai.find_kernel("layernorm_fwd_norm")->fuses.find("rewriting the keep bits") != std::string::npos);
     CHECK(ai.activation_bytes(64, 128) == ak.activation_bytes(64, 128));
@@ -1193,6 +1200,76 @@ TEST_CASE("DSKC_ATTN_MASK=ln: the keep bits from the first LayerNorm's launch in
     CHECK_FALSE(plan(infer, AttnMask::LayerNorm).attn_bits_in_ln);
     CHECK(ln_op(plan(infer, AttnMask::LayerNorm)) == plain_ln);
   }
+}
+
+// DSKC_ATTN_BITS_BWD: where attn_dropout_checkpoint's backward rewrites the keep bits. auto (the
+// default): in the LayerNorm re-run of Pre-LN + normalize_invertible (with DSKC_ATTN_MASK=ln), else the
+// standalone attn_dropout_bits_bwd; dot: in attn_flash_bwd_dot's launch (attn_flash_bwd_dot_bits, params
+// AttnFlashDotBitsParams); kernel: always the standalone kernel. stochastic_mode's single pass keeps the kernel.
+TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the LayerNorm re-run, the dot kernel or their own") {
+  auto plan = [](LayerConfig c, AttnBitsBwd src, AttnMask m = AttnMask::LayerNorm, AttnDq dq = AttnDq::Gemm) {
+    PlanOptions o{AttentionPath::FusedWhereSupported, m, dq};
+    o.attn_bits_bwd = src;
+    return make_plan(c, o);
+  };
+  auto where = [](const LayerPlan& p) {
+    const bool k = p.find_kernel("attn_dropout_bits_bwd") != nullptr;
+    const KernelInfo* dot = p.find_kernel("attn_flash_bwd_dot");
+    const bool d = dot && dot->op == "attn_flash_bwd_dot_bits";
+    CHECK(d == p.attn_bits_bwd_in_dot);
+    if (d) {
+      CHECK(dot->params_type == "AttnFlashDotBitsParams");
+      CHECK(dot->instantiation == "attn_flash_bwd_dot_bits_impl<T>");
+    }
+    CHECK(int(k) + int(d) + int(p.attn_bits_bwd_in_ln) <= 1);
+    return k ? "kernel" : d ? "dot" : p.attn_bits_bwd_in_ln ? "ln" : "none";
+  };
+  LayerConfig adc = with_flags(bert_large(), kAttnCkpt);
+  LayerConfig all = with_flags(bert_large(), kAttnCkpt | kInvertible);
+  CHECK(std::string(where(plan(adc, AttnBitsBwd::Auto))) == "kernel");
+  CHECK(std::string(where(plan(adc, AttnBitsBwd::Dot))) == "dot");
+  CHECK(std::string(where(plan(adc, AttnBitsBwd::Kernel))) == "kernel");
+  CHECK(std::string(where(plan(all, AttnBitsBwd::Auto))) == "ln");
+  CHECK(std::string(where(plan(all, AttnBitsBwd::Dot))) == "dot");
+  CHECK(std::string(where(plan(all, AttnBitsBwd::Kernel))) == "kernel");
+  CHECK(std::string(where(plan(all, AttnBitsBwd::Auto, AttnMask::Kernel))) == "kernel");
+  CHECK(std::string(where(plan(all, AttnBitsBwd::Auto, AttnMask::Inline))) == "kernel");
+  CHECK(std::string(where(plan(all, AttnBitsBwd::Dot, AttnMask::Inline))) == "dot");
+  LayerConfig post = adc;
+  post.pre_layer_norm = false;
+  post.normalize_invertible = true;
+  CHECK(std::string(where(plan(post, AttnBitsBwd::Auto))) == "kernel");
+  CHECK(std::string(where(plan(post, AttnBitsBwd::Dot))) == "dot");
+  // Nothing to rewrite without the flag, without attention dropout, in inference.
+  CHECK(std::string(where(plan(bert_large(), AttnBitsBwd::Dot))) == "none");
+  LayerConfig nodrop = adc;
+  nodrop.attn_dropout_ratio = 0;
+  CHECK(std::string(where(plan(nodrop, AttnBitsBwd::Dot))) == "none");
+  LayerConfig infer = adc;
+  infer.training = false;
+  CHECK(std::string(where(plan(infer, AttnBitsBwd::Dot))) == "none");
+  // stochastic_mode's single pass (its dot kernel zeroes the dQ accumulator): the standalone kernel.
+  LayerConfig sto = adc;
+  sto.stochastic_mode = true;
+  CHECK(std::string(where(plan(sto, AttnBitsBwd::Dot, AttnMask::LayerNorm, AttnDq::Atomic))) == "kernel");
+  // The same memory either way; the generated wrapper takes the combined params.
+  CHECK(plan(adc, AttnBitsBwd::Dot).activation_bytes(64, 128) == plan(adc, AttnBitsBwd::Kernel).activation_bytes(64, 128));
+  CHECK(plan(adc, AttnBitsBwd::Dot).workspace_bytes(64, 128) == plan(adc, AttnBitsBwd::Kernel).workspace_bytes(64, 128));
+  const std::string src = emit(plan(adc, AttnBitsBwd::Dot)).source;
+  CHECK(src.find("attn_flash_bwd_dot(const AttnFlashDotBitsParams p)") != std::string::npos);
+  CHECK(src.find("static_assert(sizeof(AttnFlashDotBitsParams) == 80") != std::string::npos);
+  // The environment.
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_BITS_BWD", nullptr);
+    CHECK(attn_bits_bwd_from_env() == AttnBitsBwd::Auto);
+    CHECK_FALSE(make_plan(adc, {AttentionPath::FusedWhereSupported}).attn_bits_bwd_in_dot);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_BITS_BWD", "dot");
+    CHECK(make_plan(adc, {AttentionPath::FusedWhereSupported}).attn_bits_bwd_in_dot);
+  }
+  for (const char* bad : {"Dot", "ln", "auto "})
+    check_env_error("DSKC_ATTN_BITS_BWD", bad, "auto", "kernel", [] { attn_bits_bwd_from_env(); });
 }
 
 TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 double-buffers where two fit in 48 KB") {
@@ -2000,8 +2077,10 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
     // gemm_sm90 (every epilogue), weight_transpose (fp16/bf16)
     const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t), FfnGemm::Sm90, LinearGemm::Sm90);
-    // the wgmma attention forward (sm_90, keep flags from the first LayerNorm's launch: layernorm_fwd_bits)
+    // the wgmma attention forward (sm_90, keep flags from the first LayerNorm's launch: layernorm_fwd_bits;
+    // the backward's from attn_flash_bwd_dot's: attn_flash_bwd_dot_bits)
     PlanOptions fwd_wg{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
+    fwd_wg.attn_bits_bwd = AttnBitsBwd::Dot;
     fwd_wg.arch = "sm_90";
     fwd_wg.attn_fwd = AttnFwd::Wgmma;
     const LayerPlan plan_fwd_wg = make_plan(with_dtype(c, t), fwd_wg);

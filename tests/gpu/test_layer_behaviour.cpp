@@ -196,17 +196,20 @@ TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_drop
   Context ctx;
   for (int S : {96, 93, 64, 37, 33, 32, 1})
     for (int flags : {0, 1, 2})  // none; attn_dropout_checkpoint; + normalize_invertible (ln: bits from the LN re-run)
-      for (const char* mask_src : {"inline", "kernel", "ln"}) {
+      for (const char* mask_src : {"inline", "kernel", "ln"})
+        for (const char* bits_bwd : {"auto", "dot", "kernel"}) {
         const bool adc = flags >= 1, inv = flags == 2;
-        const std::string m = mask_src;
+        const std::string m = mask_src, bb = bits_bwd;
         if (inv && m == "inline") continue;
+        if (!adc && bb != "auto") continue;  // nothing rewritten in backward
+        if (adc && !inv && bb == "kernel") continue;  // = auto there
         INFO("seq " << S << (adc ? " attn_dropout_checkpoint" : " no flag") << (inv ? " + normalize_invertible" : "")
-                    << " DSKC_ATTN_MASK=" << mask_src);
+                    << " DSKC_ATTN_MASK=" << mask_src << " DSKC_ATTN_BITS_BWD=" << bits_bwd);
         LayerConfig c = base_cfg(DType::F16, true);
         c.attn_dropout_ratio = 0.3;
         c.attn_dropout_checkpoint = adc;
         c.normalize_invertible = inv;
-        const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
+        const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src), env_bwd("DSKC_ATTN_BITS_BWD", bits_bwd);
         TransformerLayer layer(ctx, c);
         REQUIRE(layer.plan().fused_attention);
         const TensorInfo* bits = layer.plan().find_saved("attn_dropout_bits");
@@ -214,7 +217,9 @@ TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_drop
         CHECK(layer.plan().attn_keep_bits_saved == !adc);
         CHECK(layer.plan().attn_mask_kernel == (m == "kernel" || m == "ln"));
         CHECK(layer.plan().attn_bits_in_ln == (m == "ln" && c.pre_layer_norm));
-        CHECK(layer.plan().attn_bits_bwd_in_ln == (m == "ln" && c.pre_layer_norm && inv));
+        const bool bwd_ln = m == "ln" && c.pre_layer_norm && inv && bb == "auto";
+        CHECK(layer.plan().attn_bits_bwd_in_ln == bwd_ln);
+        CHECK(layer.plan().attn_bits_bwd_in_dot == (adc && bb == "dot"));
         CHECK((bits != nullptr) == !adc);
         layer.set_params(init_layer_params(c, 2));
         const int B = 3, W = (S + 31) / 32;
@@ -224,8 +229,13 @@ TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_drop
         upload(ctx, x.ptr(), dskc_test::randn(n, 3), DType::F16);
         upload(ctx, dy.ptr(), dskc_test::randn(n, 4), DType::F16);
         layer.forward(x.ptr(), 0, y.ptr(), B, S, step);
-        if (adc) layer.backward(dy.ptr(), dx.ptr());  // writes the workspace bits
         const size_t words = static_cast<size_t>(B) * c.heads * S * W;
+        if (adc) {
+          // The forward may have written the workspace bits too (kernel / ln): cleared, so what is read
+          // below is what the backward rewrote (all-zero words keep nothing: every check would fail).
+          upload(ctx, layer.tensor("attn_dropout_bits"), std::vector<float>(words, 0.f), DType::F32);
+          layer.backward(dy.ptr(), dx.ptr());
+        }
         if (bits) CHECK(bits->bytes(B, S) == static_cast<int64_t>(words * 4));
         const std::vector<float> raw = download(ctx, layer.tensor("attn_dropout_bits"), words, DType::F32);  // 4-byte copies
         std::vector<uint32_t> got(words);

@@ -437,12 +437,15 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
       want = run_gpu(ctx, base, params, in, B, S, step, AttentionPath::FusedWhereSupported);
     }
     for (bool adc : {false, true})
-      for (const char* mask_src : {"inline", "kernel", "ln"}) {
+      for (const char* mask_src : {"inline", "kernel", "ln"})
+        for (const char* bits_bwd : {"auto", "dot"}) {
         if (!adc && std::string(mask_src) == "inline") continue;
-        INFO(dtype_name(t) << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src);
+        if (!adc && std::string(bits_bwd) != "auto") continue;  // nothing to rewrite
+        INFO(dtype_name(t) << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src
+                           << " DSKC_ATTN_BITS_BWD=" << bits_bwd);
         LayerConfig c = base;
         c.attn_dropout_checkpoint = adc;
-        const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src);
+        const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src), env_bwd("DSKC_ATTN_BITS_BWD", bits_bwd);
         const GpuResult got = run_gpu(ctx, c, params, in, B, S, step, AttentionPath::FusedWhereSupported);
         CHECK(got.output == want.output);
         CHECK(got.grad_input == want.grad_input);
