@@ -136,11 +136,13 @@ std::string inline_templates(const std::vector<std::string>& roots, const std::s
 // same numbers, and the generated source static_asserts them, so host and device cannot drift.
 static int params_bytes(const std::string& type) {
   static const std::map<std::string, int> sizes = {
-      {"LayerNormFwdParams", 56},    {"LayerNormFwdBitsParams", 88},      {"BiasDropoutResidualLnParams", 96}, {"BiasDropoutResidualParams", 56},
+      {"LayerNormFwdParams", 56},    {"LayerNormFwdBitsParams", 88},      {"BiasDropoutResidualLnParams", 96},
+      {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},
       {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
-      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},  {"AttnFlashDotBitsParams", 80},          {"AttnFlashBwdParams", 88},
+      {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashDotBitsParams", 80},
+      {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 768}, {"WeightTransposeParams", 16},
       {"AttnFlashBwdWgParams", 512},      {"AttnFlashFwdWgParams", 256}};
   auto it = sizes.find(type);

@@ -390,6 +390,16 @@ void TransformerLayer::run_kernel(const std::string& name, const void* params, i
   }
 }
 
+void TransformerLayer::run_layernorm_norm(const kp::LayerNormFwd& p, const kp::AttnDropoutBits& bits, bool on_side) {
+  if (plan_.attn_bits_in_ln) {
+    const kp::LayerNormFwdBits pb{p, bits};
+    run_kernel("layernorm_fwd_norm", &pb, p.rows, on_side);
+  } else {
+    DSKC_ASSERT(!bits.bits, "keep bits from layernorm_fwd_norm without plan attn_bits_in_ln");
+    run_kernel("layernorm_fwd_norm", &p, p.rows, on_side);
+  }
+}
+
 void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0,
                               CUdeviceptr out1) {
   // On the side stream when there is one: nothing on the main stream reads parameter gradients, so
@@ -427,15 +437,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   if (pre) {
     h1 = t("ln_norm_out");
     // Pre-LN keeps this LayerNorm's mean in training (backward uses x̂ from the input).
-    const kp::LayerNormFwd p{P(input), P(param("norm_w")), P(param("norm_b")), P(h1),
-                             F(train ? t("ln_norm_mean") : t("ln_scratch_mean")), rstd_buf("ln_norm_rstd"), rows};
-    if (plan_.attn_bits_in_ln) {
-      // DSKC_ATTN_MASK=ln: the same launch writes the attention dropout keep bits for attn_flash_fwd.
-      const kp::LayerNormFwdBits pb{p, {U32(t("attn_dropout_bits")), batch, seq, rng}};
-      run_kernel("layernorm_fwd_norm", &pb, rows);
-    } else {
-      run_kernel("layernorm_fwd_norm", &p, rows);
-    }
+    // DSKC_ATTN_MASK=ln: the same launch writes the attention dropout keep bits for attn_flash_fwd.
+    run_layernorm_norm({P(input), P(param("norm_w")), P(param("norm_b")), P(h1),
+                        F(train ? t("ln_norm_mean") : t("ln_scratch_mean")), rstd_buf("ln_norm_rstd"), rows},
+                       {plan_.attn_bits_in_ln ? U32(t("attn_dropout_bits")) : nullptr, batch, seq, rng});
   }
   // qkv = h1 · attn_qkvwᵀ + attn_qkvb                                   [rows, 3H]
   if (plan_.linear_gemm_sm90)
@@ -568,15 +573,10 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   auto regenerate_ln = [&](bool on_side) {
     if (!(pre && inv) || ln_done) return;
     ln_done = true;
-    const kp::LayerNormFwd p{P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
-                             F(t("ln_norm_rstd")), rows};
     const bool with_bits = plan_.attn_bits_bwd_in_ln;
-    if (plan_.attn_bits_in_ln) {
-      const kp::LayerNormFwdBits pb{p, {with_bits ? U32(t("attn_dropout_bits")) : nullptr, batch_, seq, rng}};
-      run_kernel("layernorm_fwd_norm", &pb, rows, on_side);
-    } else {
-      run_kernel("layernorm_fwd_norm", &p, rows, on_side);
-    }
+    run_layernorm_norm({P(input_), P(param("norm_w")), P(param("norm_b")), P(h1), F(t("ln_norm_mean")),
+                        F(t("ln_norm_rstd")), rows},
+                       {with_bits ? U32(t("attn_dropout_bits")) : nullptr, batch_, seq, rng}, on_side);
     if (on_side) side_done({h1, t("ln_norm_mean"), t("ln_norm_rstd"), with_bits ? t("attn_dropout_bits") : 0});
   };
   auto regenerate_bits = [&](bool on_side) {

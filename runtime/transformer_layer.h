@@ -106,6 +106,9 @@ class TransformerLayer : public GpuLayer {
   unsigned grid_for(const KernelInfo& k, int rows) const;
   // On the main stream, or with on_side on the side stream after it waited for the main stream's work.
   void run_kernel(const std::string& name, const void* params, int rows, bool on_side = false);
+  // Pre-LN's first LayerNorm (forward, and normalize_invertible's re-run in backward): with
+  // plan_.attn_bits_in_ln the kernel also takes the keep-bits params (bits.bits == nullptr: none written).
+  void run_layernorm_norm(const kp::LayerNormFwd& p, const kp::AttnDropoutBits& bits, bool on_side = false);
   // Side-stream bookkeeping of one backward (all no-ops when side_ is false): fork() makes the side
   // stream wait for what the main stream has enqueued; side_done(bufs) records that the side work
   // enqueued so far reads or writes bufs; main_waits_for(buf) makes the main stream wait for the

@@ -32,43 +32,20 @@ struct AttnDropoutBitsParams {
   DropoutArgs rng;
 };
 
-__device__ __forceinline__ void attn_dropout_bits_impl(const AttnDropoutBitsParams& p) {
-  using A = AttnDropoutBitsTile;
+// The count words from the start of row row0 of the tensor, B·heads·S rows of W words (row r =
+// bh·S + i, so word w of row r has its first key at element index r·S + 32·w): thread t of n writes
+// the run's words t, t + n, ... Consecutive threads store consecutive words; the row and word
+// advance by a fixed step per iteration (no integer division in the loop).
+__device__ __forceinline__ void attn_dropout_bits_words(const AttnDropoutBitsParams& p, size_t row0, size_t count,
+                                                        unsigned t, unsigned n) {
   const int seq = p.seq, words = flash::keep_words(seq);
-  const int i0 = blockIdx.x * A::kRows, bh = blockIdx.y;
-  const int rows = seq - i0 < A::kRows ? seq - i0 : A::kRows;
-  uint32_t* out = p.bits + (static_cast<size_t>(bh) * seq + i0) * words;  // the block's rows·W words
-  const dskc_rng::DropoutKey key{p.rng.seed, p.rng.layer, p.rng.step};
-  // Word c of the run is (query row i0 + c / W, word c % W); the row and word advance by a fixed
-  // step per iteration (no integer division in the loop).
-  const int row_step = A::kThreads / words, word_step = A::kThreads % words;
-  int i = i0 + threadIdx.x / words, w = threadIdx.x % words;
-  for (int c = threadIdx.x; c < rows * words; c += A::kThreads) {
-    const int j = 32 * w;  // the word's first key
-    out[c] = flash::keep_word(key, flash::attn_keep_index(bh, seq, i, j), seq - j < 32 ? seq - j : 32);
-    i += row_step;
-    w += word_step;
-    if (w >= words) {
-      w -= words;
-      ++i;
-    }
-  }
-}
-
-// The same words spread over a grid shaped for other work (templates/layernorm_fwd_bits.cuh): thread
-// t of n writes words t, t + n, t + 2n, ... of the whole tensor, B·heads·S rows of W words (row r =
-// bh·S + i, so the word's first key has element index r·S + 32·w). Consecutive threads store
-// consecutive words; the row and word advance by a fixed step (no division in the loop).
-__device__ __forceinline__ void attn_dropout_bits_strided(const AttnDropoutBitsParams& p, int heads, unsigned t,
-                                                          unsigned n) {
-  const int seq = p.seq, words = flash::keep_words(seq);
-  const size_t total = static_cast<size_t>(p.batch) * heads * seq * words;
   const dskc_rng::DropoutKey key{p.rng.seed, p.rng.layer, p.rng.step};
   const unsigned row_step = n / words, word_step = n % words;
-  size_t r = t / words;
+  size_t r = row0 + t / words;
   unsigned w = t % words;
-  for (size_t c = t; c < total; c += n) {
-    const int j = 32 * static_cast<int>(w);
+  const size_t first = row0 * words;
+  for (size_t c = first + t; c < first + count; c += n) {
+    const int j = 32 * static_cast<int>(w);  // the word's first key
     p.bits[c] = flash::keep_word(key, static_cast<uint64_t>(r) * seq + j, seq - j < 32 ? seq - j : 32);
     r += row_step;
     w += word_step;
@@ -77,6 +54,24 @@ __device__ __forceinline__ void attn_dropout_bits_strided(const AttnDropoutBitsP
       ++r;
     }
   }
+}
+
+// The kernel: a block's kRows query rows of head bh, a contiguous run of rows·W words.
+__device__ __forceinline__ void attn_dropout_bits_impl(const AttnDropoutBitsParams& p) {
+  using A = AttnDropoutBitsTile;
+  const int seq = p.seq, words = flash::keep_words(seq);
+  const int i0 = blockIdx.x * A::kRows, bh = blockIdx.y;
+  const int rows = seq - i0 < A::kRows ? seq - i0 : A::kRows;
+  attn_dropout_bits_words(p, static_cast<size_t>(bh) * seq + i0, static_cast<size_t>(rows) * words, threadIdx.x,
+                          A::kThreads);
+}
+
+// The same words spread over a grid shaped for other work (layernorm_fwd_bits.cuh,
+// attn_flash_bwd_dot_bits.cuh): the whole tensor over thread t of n.
+__device__ __forceinline__ void attn_dropout_bits_strided(const AttnDropoutBitsParams& p, int heads, unsigned t,
+                                                          unsigned n) {
+  const size_t total = static_cast<size_t>(p.batch) * heads * p.seq * flash::keep_words(p.seq);
+  attn_dropout_bits_words(p, 0, total, t, n);
 }
 
 }  // namespace dskc
