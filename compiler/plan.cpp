@@ -133,6 +133,14 @@ AttnBitsBwd attn_bits_bwd_from_env() {
                     "attn_dropout_bits_bwd)");
 }
 
+OutputGemm output_gemm_from_env() {
+  return env_choice("DSKC_OUTPUT_GEMM", OutputGemm::Separate,
+                    {{"separate", OutputGemm::Separate}, {"fused", OutputGemm::Fused}},
+                    "\"separate\" (the default: bias_dropout_residual_fwd_ffn after Pre-LN's output GEMM) or "
+                    "\"fused\" (on Hopper the gemm_sm90 output GEMM's epilogue adds output_b, the dropout and "
+                    "the residual and writes the layer output)");
+}
+
 AttnDq attn_dq_from_env() {
   return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
                     {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}},
@@ -328,14 +336,15 @@ struct Builder {
   void gemm_sm90(Pass pass, const std::string& name, const std::string& n_expr, const std::string& k_expr,
                  const std::string& epi, int cols, const std::string& fuses) {
     const std::string inst = "gemm_sm90_impl<" + n_expr + ", " + k_expr + ", GemmEpi::" + epi + ">";
-    const bool plain = epi == "kBias" || epi == "kPlain";
+    // GemmEpi::two_regions: the epilogues without a staged elementwise pass between regions
+    const bool two_regions = epi == "kBias" || epi == "kPlain" || epi == "kBiasDropoutResidual";
     KernelInfo k{name, "gemm_sm90", "GemmSm90Params", inst, fuses, "GemmSm90Tile::kThreads", pass,
                  GridKind::Persistent, kGemmSm90Threads, cols, 8, 1};
     k.rows_per_block = kGemmSm90BlockM;
     k.rows_check = "GemmSm90Tile::kBlockM";
     k.tile_cols = kGemmSm90BlockN;
     k.min_blocks = "1";
-    k.dynamic_smem = gemm_sm90_smem_bytes(plain);
+    k.dynamic_smem = gemm_sm90_smem_bytes(two_regions);
     k.smem_check = "GemmSm90Tile::smem_bytes(GemmEpi::" + epi + ")";
     k.grid_constant = true;
     plan.kernels.push_back(k);
@@ -416,6 +425,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const LinearGemm linear_src = opt.linear_gemm == LinearGemm::FromEnvironment ? linear_gemm_from_env() : opt.linear_gemm;
   plan.linear_gemm_sm90 = linear_src == LinearGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
   const bool lin = plan.linear_gemm_sm90;
+  const OutputGemm out_src = opt.output_gemm == OutputGemm::FromEnvironment ? output_gemm_from_env() : opt.output_gemm;
+  plan.output_gemm_fused = lin && pre && out_src == OutputGemm::Fused;
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string gelu_form = c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf";
@@ -505,15 +516,19 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                   "bias_gelu_fwd_impl<kInter, false>",
                   I, "GELU (" + gelu_form +
                          ") of the intermediate GEMM output (its cuBLASLt epilogue adds inter_b)");
-  if (lin)
+  if (plan.output_gemm_fused)
+    b.gemm_sm90(Pass::Forward, "gemm_output_fwd", "kHidden", "kInter", "kBiasDropoutResidual", H,
+                "output GEMM ffn_gelu_out·output_wᵀ (TMA + wgmma) + output_b + " + hd +
+                    "residual add in the epilogue (layer output; DSKC_OUTPUT_GEMM=fused)");
+  else if (lin)
     b.gemm_sm90(Pass::Forward, "gemm_output_fwd", "kHidden", "kInter", "kPlain", H,
                 "output GEMM ffn_gelu_out·output_wᵀ (TMA + wgmma; output_b in the next kernel)");
-  if (pre)
+  if (pre && !plan.output_gemm_fused)
     b.elementwise(Pass::Forward, "bias_dropout_residual_fwd_ffn", "bias_dropout_residual_fwd",
                   "BiasDropoutResidualParams",
                   "bias_dropout_residual_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>", H,
                   "output_b bias + " + hd + "residual add (layer output)");
-  else
+  else if (!pre)
     b.rows(Pass::Forward, "bias_dropout_residual_layernorm_fwd_ffn", "bias_dropout_residual_layernorm_fwd",
            "BiasDropoutResidualLnParams",
            "bias_dropout_residual_layernorm_fwd_impl<kHidden, kHiddenDropoutOn, dskc_rng::kStreamFfnOutput>", H,

@@ -185,6 +185,10 @@ struct LayerPlan {
   // gemm_attn_out_fwd and gemm_output_fwd (their biases stay in the next row kernel), instead of
   // cuBLASLt. DSKC_LINEAR_GEMM picks (bench/NOTES.md v19).
   bool linear_gemm_sm90 = false;
+  // With linear_gemm_sm90 in Pre-LN and DSKC_OUTPUT_GEMM=fused: gemm_output_fwd's epilogue writes the
+  // layer output, attn_residual + dropout(product + output_b) (GemmEpi::kBiasDropoutResidual, the
+  // residual by TMA during the mainloop; no bias_dropout_residual_fwd_ffn, no linear_out write).
+  bool output_gemm_fused = false;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -255,6 +259,12 @@ enum class FfnGemm {
   Sm90,             // gemm_sm90 for both GELU GEMMs where supported
 };
 constexpr FfnGemm kFfnGemmDefault = FfnGemm::Sm90Forward;
+// Where Pre-LN's output GEMM's bias, dropout and residual add run (LayerPlan::output_gemm_fused).
+enum class OutputGemm {
+  FromEnvironment,  // DSKC_OUTPUT_GEMM: unset, "" or "separate" -> Separate; "fused" -> Fused
+  Separate,         // bias_dropout_residual_fwd_ffn after the GEMM
+  Fused,            // gemm_sm90's kBiasDropoutResidual epilogue, where the output GEMM is gemm_sm90
+};
 // Who runs the forward's QKV, attention-output and output GEMMs (LayerPlan::linear_gemm_sm90).
 enum class LinearGemm {
   FromEnvironment,  // DSKC_LINEAR_GEMM: unset or "" -> the default below; "cublas", "sm90"
@@ -286,6 +296,7 @@ struct PlanOptions {
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;
   AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
+  OutputGemm output_gemm = OutputGemm::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -306,6 +317,9 @@ AttnDq attn_dq_from_env();
 // Reads DSKC_ATTN_BITS_BWD (unset, "", "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel); any other
 // value is an Error(Config) naming the variable.
 AttnBitsBwd attn_bits_bwd_from_env();
+// Reads DSKC_OUTPUT_GEMM (unset, "", "separate" -> Separate; "fused" -> Fused); any other value is an
+// Error(Config) naming the variable.
+OutputGemm output_gemm_from_env();
 // Reads DSKC_ATTN_BWD (unset, "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"); any other value is an
 // Error(Config) naming the variable.
 AttnBwd attn_bwd_from_env();
@@ -369,15 +383,15 @@ int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_fl
 // Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
 constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 128, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
 // Dynamic shared memory of a gemm_sm90 kernel (GemmSm90Tile::smem_bytes): its pipeline stages (4 with
-// a GELU epilogue, 5 with a plain one), the two math warpgroups' epilogue buffers (three 64-row
-// regions each with a GELU epilogue, two with a plain one; a region is two TMA boxes of 64 columns x
+// a GELU epilogue, 5 with a plain or bias-dropout-residual one), the two math warpgroups' epilogue
+// buffers (three 64-row regions each with a GELU epilogue, two otherwise; a region is two TMA boxes of 64 columns x
 // kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for the
 // 128-byte swizzle.
 constexpr int kGemmSm90EpiBoxRows = 64;
-constexpr int gemm_sm90_stages(bool plain) { return plain ? 5 : 4; }
-constexpr int gemm_sm90_smem_bytes(bool plain) {
-  return 1024 + gemm_sm90_stages(plain) * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
-         2 * (plain ? 2 : 3) * 2 * kGemmSm90EpiBoxRows * 128 + 8 * (2 * gemm_sm90_stages(plain) + 2);
+constexpr int gemm_sm90_stages(bool two_regions) { return two_regions ? 5 : 4; }
+constexpr int gemm_sm90_smem_bytes(bool two_regions) {
+  return 1024 + gemm_sm90_stages(two_regions) * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
+         2 * (two_regions ? 2 : 3) * 2 * kGemmSm90EpiBoxRows * 128 + 8 * (2 * gemm_sm90_stages(two_regions) + 2);
 }
 static_assert(gemm_sm90_smem_bytes(false) == 230480 && gemm_sm90_smem_bytes(true) == 230496);
 constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;

@@ -144,8 +144,9 @@ struct GemmSm90 {
   CUtensorMap out;   // h (forward), dh (backward) or C (plain epilogues) stores
   CUtensorMap gelu;  // GELU(h) stores (forward; backward under gelu_checkpoint)
   CUtensorMap pre;   // GELU input h loads (backward)
-  Ptr bias;          // [N] (forward GELU, kBias)
+  Ptr bias;          // [N] (forward GELU, kBias, kBiasDropoutResidual)
   int m;
+  DropoutArgs rng;   // kBiasDropoutResidual (the FFN output's hidden dropout)
 };
 struct WeightTranspose {
   Ptr in, out;

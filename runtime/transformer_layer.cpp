@@ -518,11 +518,21 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
     run_kernel("bias_gelu_fwd", &p, rows);
   }
   // linear_out = gelu · output_wᵀ                                          [rows, H]
-  if (plan_.linear_gemm_sm90)
+  if (plan_.output_gemm_fused) {
+    // DSKC_OUTPUT_GEMM=fused: output = attn_residual + dropout(gelu · output_wᵀ + output_b) from the
+    // GEMM's epilogue (the residual by TMA from `pre`).
+    kp::GemmSm90 g = gemm_sm90_operands(t("ffn_gelu_out"), param("output_w"), rows, H, I, output, 0, t("attn_residual"));
+    g.bias = P(param("output_b"));
+    g.rng = rng;
+    run_kernel("gemm_output_fwd", &g, rows);
+  } else if (plan_.linear_gemm_sm90) {
     gemm_sm90_linear("gemm_output_fwd", t("ffn_gelu_out"), param("output_w"), rows, H, I, t("linear_out"));
-  else
+  } else {
     gemm("gemm_output_fwd", {false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
-  if (pre) {
+  }
+  if (plan_.output_gemm_fused) {
+    // (done in the GEMM)
+  } else if (pre) {
     kp::BiasDropoutResidual p{P(t("linear_out")), P(param("output_b")), P(t("attn_residual")), P(output), rows, rng};
     run_kernel("bias_dropout_residual_fwd_ffn", &p, rows);
   } else {

@@ -8,6 +8,10 @@
 //   kDGeluStoreGelu (gelu_checkpoint):   the same, and g = GELU(h) to `gelu`
 //   kBias           (gemm_qkv_fwd):      A·Bᵀ + bias to `out`
 //   kPlain          (gemm_attn_out_fwd, gemm_output_fwd): A·Bᵀ to `out`
+//   kBiasDropoutResidual (gemm_output_fwd with DSKC_OUTPUT_GEMM=fused, Pre-LN): out = r + dropout(A·Bᵀ
+//                   + bias), r (the attention residual sum) read from `pre`, the hidden dropout of
+//                   the FFN output drawn as bias_dropout_residual_fwd does (the product rounded to T
+//                   first, then the same fp32 arithmetic: bitwise the same layer output)
 // A is [m, kK] and B [kN, kK], both row-major (K contiguous): C = A·Bᵀ is the layout of
 // x·Wᵀ with W = [out, in] as stored; the output layer's data gradient takes the transposed weight
 // (templates/weight_transpose.cuh). Values round exactly as on the cuBLASLt + bias_gelu path: the
@@ -37,6 +41,7 @@
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
+#include "common/dropout.cuh"
 #include "common/gelu.cuh"
 #include "common/sm90.cuh"
 
@@ -49,9 +54,12 @@ struct GemmEpi {
   static constexpr int kDGeluStoreGelu = 3;
   static constexpr int kBias = 4;
   static constexpr int kPlain = 5;
+  static constexpr int kBiasDropoutResidual = 6;
   // The epilogues without an elementwise pass (kBias, kPlain) need two shared-memory regions per math
   // warpgroup instead of three, which leaves room for a fifth pipeline stage.
   static constexpr bool plain(int epi) { return epi == kBias || epi == kPlain; }
+  // ... and kBiasDropoutResidual, whose pass works in registers on the staged residual.
+  static constexpr bool two_regions(int epi) { return plain(epi) || epi == kBiasDropoutResidual; }
 };
 
 // Shapes; compiler/plan.cpp mirrors kBlockM, kBlockN, kThreads and smem_bytes (static_asserts in
@@ -65,8 +73,8 @@ struct GemmSm90Tile {
   // tensor ("region") is two boxes; each math warpgroup has three regions with a GELU epilogue (the
   // backward: the h tile's two halves and the products), two with a plain one (the tile's halves).
   static constexpr int kBoxRows = 64, kBoxBytes = kBoxRows * 128, kHalfBytes = 2 * kBoxBytes;
-  static constexpr int stages(int epi) { return GemmEpi::plain(epi) ? 5 : 4; }
-  static constexpr int epi_bytes(int epi) { return (GemmEpi::plain(epi) ? 2 : 3) * kHalfBytes; }
+  static constexpr int stages(int epi) { return GemmEpi::two_regions(epi) ? 5 : 4; }
+  static constexpr int epi_bytes(int epi) { return (GemmEpi::two_regions(epi) ? 2 : 3) * kHalfBytes; }
   static constexpr int barriers(int epi) { return 2 * stages(epi) + 2; }
   // + 1024: the stages and boxes need 1024-byte alignment (128B swizzle) and the dynamic base has less.
   static constexpr int smem_bytes(int epi) {
@@ -83,8 +91,9 @@ struct GemmSm90Params {
   sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu), dh (kDGelu*) or C (kBias, kPlain), 64 x 64 boxes (stores)
   sm90::TmaDescriptor gelu;  // [m, kN] GELU(h) (kBiasGelu*, kDGeluStoreGelu), 64 x 64 boxes (stores)
   sm90::TmaDescriptor pre;   // [m, kN] the saved pre-activation h (kDGelu*), 64 x 64 boxes (loads)
-  const T* bias;             // [kN] (kBiasGelu*, kBias)
+  const T* bias;             // [kN] (kBiasGelu*, kBias, kBiasDropoutResidual)
   int m;
+  DropoutArgs rng;           // kBiasDropoutResidual: the FFN output's hidden dropout
 };
 
 namespace gemm_detail {
@@ -117,8 +126,16 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   using gemm_detail::frag_addr;
   static_assert(kN % G::kBlockN == 0 && kK % G::kBlockK == 0, "gemm_sm90 needs N % 128 == 0 and K % 64 == 0");
   constexpr bool kBias = gemm_detail::EpiHasBias<kEpi>::value;
-  constexpr bool kLoadsPre = kEpi == GemmEpi::kDGelu || kEpi == GemmEpi::kDGeluStoreGelu;  // h by TMA
+  // h (kDGelu*) or the residual (kBiasDropoutResidual) by TMA into two regions during the mainloop
+  constexpr bool kLoadsPre =
+      kEpi == GemmEpi::kDGelu || kEpi == GemmEpi::kDGeluStoreGelu || kEpi == GemmEpi::kBiasDropoutResidual;
   constexpr int kTilesN = kN / G::kBlockN, kKBlocks = kK / G::kBlockK, kStages = G::stages(kEpi);
+  // kBiasDropoutResidual works on both accumulator halves in registers (with the Philox draws) and
+  // would spill at 168: there the producer warpgroup (one issuing thread) gives the math warpgroups
+  // its share, 128 · 40 + 256 · 232 = 64512 of the SM's 65536. (For every epilogue this measured no
+  // faster: bench/NOTES.md v27.)
+  constexpr bool kRegSplit = kEpi == GemmEpi::kBiasDropoutResidual;
+  constexpr int kProducerRegs = 40, kMathRegs = 232;
   constexpr int kEpiBytes = G::epi_bytes(kEpi);
   extern __shared__ unsigned char gemm_smem[];
   const uint32_t base = (sm90::smem_u32(gemm_smem) + 1023u) & ~1023u;
@@ -148,6 +165,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
 
   if (wg == 0) {
     // ---- producer: every k block of this block's tiles, in order ----
+    if constexpr (kRegSplit) sm90::setmaxnreg_dec<kProducerRegs>();
     if (t == 0) {
       int stage = 0;
       uint32_t phase = 0;
@@ -169,6 +187,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   }
 
   // ---- math warpgroup c: this block's tiles c, c + 2, ... (the j-th tile is blockIdx.x + j·grid) ----
+  if constexpr (kRegSplit) sm90::setmaxnreg_inc<kMathRegs>();
   const int c = wg - 1, w = t / 32, l = t % 32;
   const uint32_t epi = s_epi + c * kEpiBytes;
   auto region = [&](int k) { return epi + k * G::kHalfBytes; };
@@ -318,6 +337,64 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         gelu_pass(region(half), region(half));
         publish();
         if (t == 0) store_half(&p.gelu, region(half), n0, m0 + 64 * half);
+      }
+    } else if constexpr (kEpi == GemmEpi::kBiasDropoutResidual) {
+      // The residual of half k is in region k (TMA). It is read back by ldmatrix at the stmatrix
+      // addresses, which gives every thread the residual pairs of its own accumulators; out = r +
+      // dropout(round(v) + bias) in registers goes back by stmatrix in place (two regions per
+      // warpgroup, so the fifth pipeline stage stays). Accumulators d[4g + 2h'], +1 are row
+      // 16w + l/4 + 8h', columns 8g + 2(l%4), +1 of the half. The keep flags of a (row, 8-column
+      // group) segment are one Philox call: column pair i has four segments per quad of lanes (the
+      // same rows), g = 2i + q/2, h' = q%2 for q = 0..3; lane q of the quad draws segment q and two
+      // xor shuffles give every lane all four 8-bit masks.
+      sm90::mbar_wait(hfull(c), hphase);
+      hphase ^= 1u;
+      const int quad = l & 3;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t rr = region(half);
+        const float(&acc)[64] = half ? acc1 : acc0;
+        const int row0 = m0 + 64 * half + 16 * w + (l >> 2);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          uint32_t masks = 0;  // byte q: segment q of this column pair
+          if constexpr (kHiddenDropoutOn) {
+            bool keep[8];
+            dropout_keep_vec<8>(p.rng, dskc_rng::kStreamFfnOutput,
+                                static_cast<uint64_t>(row0 + 8 * (quad & 1)) * kN + n0 + 8 * (2 * i + (quad >> 1)),
+                                kHiddenDropoutThreshold, keep);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) masks |= keep[e] ? 1u << e : 0u;
+            masks <<= 8 * quad;
+            masks |= __shfl_xor_sync(0xffffffffu, masks, 1);
+            masks |= __shfl_xor_sync(0xffffffffu, masks, 2);
+          }
+          uint32_t v[4];
+          sm90::ldmatrix_x4(frag_addr(rr, w, l, i), v);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int g = 2 * i + q / 2, x = 4 * g + 2 * (q % 2);
+            float b[2];
+            load_f<T, 2>(p.bias + n0 + 8 * g + 2 * quad, b);
+            const Vec<T, 2> r = *reinterpret_cast<const Vec<T, 2>*>(&v[q]);
+            float o[2];
+            if constexpr (kHiddenDropoutOn) {
+              const uint32_t m = masks >> (8 * q + 2 * quad);
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                o[e] = to_f(r.v[e]) +
+                       ((m >> e) & 1u ? (to_f(from_f<T>(acc[x + e])) + b[e]) * kHiddenDropoutScale : 0.f);
+            } else {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) o[e] = to_f(r.v[e]) + to_f(from_f<T>(acc[x + e])) + b[e];
+            }
+            v[q] = gemm_detail::pack2<T>(o[0], o[1]);
+          }
+          sm90::stmatrix_x4(frag_addr(rr, w, l, i), v);
+        }
+        __syncwarp();
+        publish();
+        if (t == 0) store_half(&p.out, rr, n0, m0 + 64 * half);
       }
     } else {
       // h of half k is in region k (TMA); the products go to region 2, dh overwrites h in place and,

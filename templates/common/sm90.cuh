@@ -183,6 +183,29 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
                : "memory");
 #endif
 }
+// Its inverse: the same addresses give every lane back the pairs it would store.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+#if DSKC_SM90A
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+#endif
+}
+// Warp-specialized register split: a warpgroup gives registers back to the block's pool (.dec) or
+// takes them (.inc, waits until the pool has them); every warp of the warpgroup executes it.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if DSKC_SM90A
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if DSKC_SM90A
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
 // Named barriers (ids 1-15; 0 is __syncthreads): bar.sync waits until kCount threads have arrived
 // at barrier kId, bar.arrive arrives without waiting.
 template <int kId, int kCount>

@@ -1272,6 +1272,61 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
     check_env_error("DSKC_ATTN_BITS_BWD", bad, "auto", "kernel", [] { attn_bits_bwd_from_env(); });
 }
 
+// DSKC_OUTPUT_GEMM=fused: on sm_90 in Pre-LN the gemm_sm90 output GEMM's epilogue (kBiasDropoutResidual)
+// writes the layer output; no bias_dropout_residual_fwd_ffn. Post-LN, the cuBLASLt linear GEMMs and
+// other targets keep the separate pass; the default is separate.
+TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the dropout and the residual") {
+  auto plan = [](LayerConfig c, OutputGemm og, LinearGemm lg = LinearGemm::Sm90, const char* arch = "sm_90") {
+    PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
+    o.arch = arch;
+    o.linear_gemm = lg;
+    o.output_gemm = og;
+    return make_plan(c, o);
+  };
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const LayerConfig c = with_dtype(bert_large(), t);
+    const LayerPlan f = plan(c, OutputGemm::Fused), s = plan(c, OutputGemm::Separate);
+    CHECK(f.output_gemm_fused);
+    CHECK_FALSE(s.output_gemm_fused);
+    const KernelInfo* g = f.find_kernel("gemm_output_fwd");
+    REQUIRE(g);
+    CHECK(g->instantiation == "gemm_sm90_impl<kHidden, kInter, GemmEpi::kBiasDropoutResidual>");
+    // two regions and five stages, as the plain epilogue (the GELU one has three and four)
+    CHECK(g->dynamic_smem == s.find_kernel("gemm_output_fwd")->dynamic_smem);
+    CHECK(g->dynamic_smem != f.find_kernel("gemm_inter_fwd")->dynamic_smem);
+    CHECK_FALSE(has_kernel(f, "bias_dropout_residual_fwd_ffn"));
+    CHECK(has_kernel(s, "bias_dropout_residual_fwd_ffn"));
+    CHECK(kernel_names(f).size() + 1 == kernel_names(s).size());
+    CHECK(f.activation_bytes(64, 128) == s.activation_bytes(64, 128));
+    const std::string src = emit(f).source;
+    CHECK(src.find("gemm_sm90_impl<kHidden, kInter, GemmEpi::kBiasDropoutResidual>(p);") != std::string::npos);
+    CHECK(src.find("GemmSm90Tile::smem_bytes(GemmEpi::kBiasDropoutResidual)") != std::string::npos);
+    // Elsewhere: the separate pass.
+    LayerConfig post = c;
+    post.pre_layer_norm = false;
+    CHECK_FALSE(plan(post, OutputGemm::Fused).output_gemm_fused);
+    CHECK_FALSE(plan(c, OutputGemm::Fused, LinearGemm::Cublas).output_gemm_fused);
+    CHECK_FALSE(plan(c, OutputGemm::Fused, LinearGemm::Sm90, "sm_80").output_gemm_fused);
+    LayerConfig infer = c;
+    infer.training = false;
+    CHECK(plan(infer, OutputGemm::Fused).output_gemm_fused);  // no dropout then: kHiddenDropoutOn is false
+  }
+  CHECK_FALSE(plan(with_dtype(bert_large(), DType::F32), OutputGemm::Fused).output_gemm_fused);
+  {
+    dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", nullptr);
+    CHECK(output_gemm_from_env() == OutputGemm::Separate);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", "fused");
+    PlanOptions o;
+    o.arch = "sm_90";
+    CHECK(make_plan(bert_large(), o).output_gemm_fused);
+  }
+  for (const char* bad : {"Fused", "sm90", "fused "})
+    check_env_error("DSKC_OUTPUT_GEMM", bad, "separate", "fused", [] { output_gemm_from_env(); });
+}
+
 TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 double-buffers where two fit in 48 KB") {
   auto stages = [](LayerConfig c, int head_dim, AttnMask m, double attn_p = 0.1, int opt_stages = 2) {
     c.heads = c.hidden_size / head_dim;
@@ -2076,7 +2131,12 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     const LayerPlan plan_dq_kernel =
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
     // gemm_sm90 (every epilogue), weight_transpose (fp16/bf16)
-    const LayerPlan plan_sm90 = sm90_plan(with_dtype(c, t), FfnGemm::Sm90, LinearGemm::Sm90);
+    PlanOptions sm90_opt{AttentionPath::FusedWhereSupported, AttnMask::Inline};
+    sm90_opt.arch = "sm_90";
+    sm90_opt.ffn_gemm = FfnGemm::Sm90;
+    sm90_opt.linear_gemm = LinearGemm::Sm90;
+    sm90_opt.output_gemm = OutputGemm::Fused;  // + kBiasDropoutResidual
+    const LayerPlan plan_sm90 = make_plan(with_dtype(c, t), sm90_opt);
     // the wgmma attention forward (sm_90, keep flags from the first LayerNorm's launch: layernorm_fwd_bits;
     // the backward's from attn_flash_bwd_dot's: attn_flash_bwd_dot_bits)
     PlanOptions fwd_wg{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};

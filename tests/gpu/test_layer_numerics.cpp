@@ -652,3 +652,53 @@ TEST_CASE("gemm_sm90 linear GEMMs (DSKC_LINEAR_GEMM=sm90) agree with the cuBLASL
     check_sm90_agrees(got, want, read, k.t, k.training);
   }
 }
+
+// DSKC_OUTPUT_GEMM=fused (Pre-LN, gemm_sm90 output GEMM): the epilogue's output_b + hidden dropout +
+// residual add is the arithmetic of bias_dropout_residual_fwd_ffn on the same rounded product, so the
+// layer output and every gradient are bitwise equal to the separate pass; partial tiles (3 x 77,
+// 1 x 7), both element types, inference (no dropout) and no hidden dropout.
+TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DSKC_OUTPUT_GEMM=fused): bitwise equal") {
+  dskc_test::require_gpu();
+  if (!gemm_sm90_gpu()) return;
+  struct Case {
+    const char* name;
+    int H, heads, I, B, S;
+    DType t;
+    bool training;
+    double hidden_drop;
+  };
+  const Case cases[] = {
+      {"fp16 BERT-Large, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, 0.1},
+      {"fp16 BERT-Large, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, 0.1},
+      {"bf16 BERT-Base, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, true, 0.1},
+      {"fp16 BERT-Large, 1 x 7 rows, no hidden dropout", 1024, 16, 4096, 1, 7, DType::F16, true, 0.0},
+      {"bf16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::BF16, false, 0.1},
+  };
+  for (const Case& k : cases) {
+    INFO(k.name);
+    std::printf("case %s\n", k.name);
+    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, true, 0.1, k.hidden_drop);
+    c.training = k.training;
+    Context ctx_sep, ctx_fused;
+    const auto params = test_params(c, 61);
+    const Inputs in = make_inputs(c, k.B, k.S, true, 63);
+    GpuResult want;
+    {
+      const dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", "separate");
+      want = run_gpu(ctx_sep, c, params, in, k.B, k.S, 6, AttentionPath::FusedWhereSupported, k.training);
+    }
+    const dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", "fused");
+    PlanOptions po;
+    po.arch = "sm_90";
+    const LayerPlan plan = make_plan(c, po);
+    REQUIRE(plan.output_gemm_fused);
+    REQUIRE(plan.find_kernel("bias_dropout_residual_fwd_ffn") == nullptr);
+    const GpuResult got = run_gpu(ctx_fused, c, params, in, k.B, k.S, 6, AttentionPath::FusedWhereSupported, k.training);
+    CHECK(got.output == want.output);
+    if (k.training) {
+      CHECK(got.grad_input == want.grad_input);
+      REQUIRE(got.grads.size() == want.grads.size());
+      for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+    }
+  }
+}
