@@ -530,12 +530,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   } else {
     gemm("gemm_output_fwd", {false, true, rows, H, I, I, I, H}, t("ffn_gelu_out"), param("output_w"), t("linear_out"));
   }
-  if (plan_.output_gemm_fused) {
-    // (done in the GEMM)
-  } else if (pre) {
+  if (pre && !plan_.output_gemm_fused) {  // (fused: the GEMM above wrote the layer output)
     kp::BiasDropoutResidual p{P(t("linear_out")), P(param("output_b")), P(t("attn_residual")), P(output), rows, rng};
     run_kernel("bias_dropout_residual_fwd_ffn", &p, rows);
-  } else {
+  } else if (!pre) {
     kp::BiasDropoutResidualLn p{P(t("linear_out")), P(param("output_b")), P(t("ln_attn_out")), P(t("ffn_residual")),
                                 P(param("norm_w")), P(param("norm_b")), P(output), mean_buf("ln_norm_mean"),
                                 rstd_buf("ln_norm_rstd"), rows, rng};

@@ -245,8 +245,8 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       }
       sm90::wgmma_commit();
       if constexpr (kLoadsPre) {
-        // The tile's h into this warpgroup's regions (free once the previous tile's stores have read
-        // them), arriving while the mainloop runs.
+        // The tile's h (or residual) into this warpgroup's regions (free once the previous tile's
+        // stores have read them), arriving while the mainloop runs.
         if (kb == 0 && t == 0) {
           sm90::tma_store_wait_read<0>();
           sm90::mbar_arrive_expect_tx(hfull(c), 2 * G::kHalfBytes);
