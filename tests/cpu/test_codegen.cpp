@@ -2383,6 +2383,7 @@ struct ModuleCase {
   int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;  // sm_90, head dim 64: the wgmma dK/dV kernel by default
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
+  OutputGemm output_gemm = OutputGemm::Separate;  // Fused: sm_90 Pre-LN, the residual epilogue in gemm_sm90
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -2407,8 +2408,10 @@ void compile_module(const ModuleCase& mc) {
   opt.attn_fwd_stages = mc.fwd_stages;
   opt.attn_bwd = mc.attn_bwd;
   opt.attn_fwd = mc.attn_fwd;
+  opt.output_gemm = mc.output_gemm;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
+  if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -2557,6 +2560,13 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags,
        .attn_bwd = AttnBwd::Wgmma2},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_bwd = AttnBwd::Sync},
+      // DSKC_OUTPUT_GEMM=fused (the output GEMM's residual epilogue, setmaxnreg): fp16 / bf16, with and
+      // without hidden dropout, inference, BERT-Base width.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .output_gemm = OutputGemm::Fused},
+      {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags, .hidden_drop = 0,
+       .output_gemm = OutputGemm::Fused},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_90", .training = false,
+       .output_gemm = OutputGemm::Fused},
       // The wgmma forward (keep flags from attn_dropout_bits_fwd): two stages (the default) and three,
       // fp16 / bf16, the longest rows (an 8 KB key mask), and the mma.sync forward there (DSKC_ATTN_FWD=sync).
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},
