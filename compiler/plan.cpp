@@ -214,6 +214,20 @@ GeluPath gelu_path_from_env() {
                     "where the layer allows) or \"kernel\" (bias_gelu_fwd / bias_gelu_bwd)");
 }
 
+DgradGemm dgrad_gemm_from_env() {
+  return env_choice("DSKC_DGRAD_GEMM", kDgradGemmDefault, {{"cublas", DgradGemm::Cublas}, {"sm90", DgradGemm::Sm90}},
+                    "\"cublas\" (the backward's data-gradient GEMMs in cuBLASLt) or \"sm90\" (on Hopper the "
+                    "intermediate, attention-output and, in Pre-LN, QKV data gradients are gemm_sm90 kernels on the "
+                    "transposed weights)");
+}
+
+GemmSched gemm_sched_from_env() {
+  return env_choice("DSKC_GEMM_SCHED", kGemmSchedDefault,
+                    {{"static", GemmSched::Static}, {"dynamic", GemmSched::Dynamic}},
+                    "\"static\" (each gemm_sm90 block takes tiles b, b + grid, ...) or \"dynamic\" (after its "
+                    "first tile each block takes the next free one from an atomic counter)");
+}
+
 FfnGemm ffn_gemm_from_env() {
   return env_choice("DSKC_FFN_GEMM", kFfnGemmDefault,
                     {{"cublas", FfnGemm::Cublas}, {"sm90_fwd", FfnGemm::Sm90Forward}, {"sm90", FfnGemm::Sm90}},
@@ -349,6 +363,17 @@ struct Builder {
     k.grid_constant = true;
     plan.kernels.push_back(k);
   }
+  // weight_transpose (templates/weight_transpose.cuh): out [cols, rows] = Wᵀ of the weight W [rows, cols]
+  // (rows, cols: constant expressions and their values), in 64 x 64 tiles.
+  void transpose(const std::string& name, const std::string& rows_expr, const std::string& cols_expr, int rows,
+                 int cols, const std::string& fuses) {
+    KernelInfo k{name, "weight_transpose", "WeightTransposeParams",
+                 "weight_transpose_impl<" + rows_expr + ", " + cols_expr + ">", fuses, "WeightTransposeTile::kThreads",
+                 Pass::Backward, GridKind::Fixed, kWeightTransposeThreads, cols, 8, 1};
+    k.grid_x = cols / kWeightTransposeTile;
+    k.grid_y = rows / kWeightTransposeTile;
+    plan.kernels.push_back(k);
+  }
   void head_rows(std::vector<TensorInfo>& v, const std::string& name, const std::string& why) {
     v.push_back({name, "[B, heads, S] fp32", Extent::HeadRows, c.heads, 4, why});
   }
@@ -427,6 +452,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const bool lin = plan.linear_gemm_sm90;
   const OutputGemm out_src = opt.output_gemm == OutputGemm::FromEnvironment ? output_gemm_from_env() : opt.output_gemm;
   plan.output_gemm_fused = lin && pre && out_src == OutputGemm::Fused;
+  const DgradGemm dgrad_src = opt.dgrad_gemm == DgradGemm::FromEnvironment ? dgrad_gemm_from_env() : opt.dgrad_gemm;
+  plan.dgrad_gemm_sm90 = train && dgrad_src == DgradGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
+  const bool dgrad = plan.dgrad_gemm_sm90;
+  const GemmSched sched_src = opt.gemm_sched == GemmSched::FromEnvironment ? gemm_sched_from_env() : opt.gemm_sched;
+  plan.gemm_sched_dynamic = sched_src == GemmSched::Dynamic && (sm90 || lin || dgrad);
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string gelu_form = c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf";
@@ -553,13 +583,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   };
   if (train) {
     const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
-    if (sm90_bwd) {
-      KernelInfo k{"transpose_output_w", "weight_transpose", "WeightTransposeParams",
-                   "weight_transpose_impl<kHidden, kInter>", "output_wᵀ [I, H] into output_w_t for gemm_output_dgrad",
-                   "WeightTransposeTile::kThreads", Pass::Backward, GridKind::Fixed, kWeightTransposeThreads, I, 8, 1};
-      k.grid_x = I / kWeightTransposeTile;
-      k.grid_y = H / kWeightTransposeTile;
-      plan.kernels.push_back(k);
+    if (sm90_bwd)
+      b.transpose("transpose_output_w", "kHidden", "kInter", H, I, "output_wᵀ [I, H] into output_w_t for gemm_output_dgrad");
+    if (dgrad) {
+      b.transpose("transpose_inter_w", "kInter", "kHidden", I, H, "inter_wᵀ [H, I] into inter_w_t for gemm_inter_dgrad");
+      b.transpose("transpose_attn_ow", "kHidden", "kHidden", H, H,
+                  "attn_owᵀ [H, H] into attn_ow_t for gemm_attn_out_dgrad");
+      if (pre)
+        b.transpose("transpose_attn_qkvw", "3 * kHidden", "kHidden", 3 * H, H,
+                    "attn_qkvwᵀ [H, 3H] into attn_qkvw_t for gemm_qkv_dgrad");
     }
     if (!pre)
       b.ln_bwd("layernorm_bwd_norm", "layernorm_bwd_impl<kHidden, kNormalizeInvertible, kLnNoResidual>",
@@ -582,6 +614,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
               "bias_gelu_bwd_impl<kInter, true" + std::string(c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
               "GELU backward + inter_b bias-gradient partials" + regelu);
+    if (dgrad)
+      b.gemm_sm90(Pass::Backward, "gemm_inter_dgrad", "kHidden", "kInter", "kPlain", H,
+                  "intermediate data gradient grad_inter·inter_w (TMA + wgmma, inter_wᵀ from inter_w_t)");
     // With the bias gradient in cuBLASLt, the attention output's dropout backward (masking only) is
     // folded into this LayerNorm backward, which writes both gradients.
     const bool fold = epi && hid_drop;
@@ -593,6 +628,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                  (pre ? "added after" : "added before") + " + gamma/beta partials" +
                  (fold ? " + the attention output's hidden dropout backward (mask regenerated)" : ""));
     if (!fold) dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
+    if (dgrad)
+      b.gemm_sm90(Pass::Backward, "gemm_attn_out_dgrad", "kHidden", "kHidden", "kPlain", H,
+                  "attention output data gradient ·attn_ow (TMA + wgmma, attn_owᵀ from attn_ow_t)");
     if (fused) {
       // dQ by the GEMM (default), the per-query-tile kernel, or (stochastic_mode only) atomics in one
       // pass (plan.h, attn_dq_atomic).
@@ -679,6 +717,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (!epi)
       b.tiles(Pass::Backward, "bias_grad_qkv", "dropout_bias_grad", "DropoutBiasGradParams",
               "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
+    if (dgrad && pre)
+      b.gemm_sm90(Pass::Backward, "gemm_qkv_dgrad", "kHidden", "3 * kHidden", "kPlain", H,
+                  "QKV data gradient grad_qkv·attn_qkvw (TMA + wgmma, attn_qkvwᵀ from attn_qkvw_t)");
     if (pre)  // x̂ from the caller's layer input and the kept mean/rstd, with or without the flag
       b.ln_bwd("layernorm_bwd_norm", "layernorm_bwd_impl<kHidden, false, kLnAddToDx>",
                "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
@@ -772,6 +813,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (sm90_bwd)
       w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,
                    "output_wᵀ, gemm_output_dgrad's K-major B operand (rewritten every backward)"});
+    if (plan.dgrad_gemm_sm90) {
+      w.push_back({"inter_w_t", "[H, I]", Extent::Fixed, static_cast<int64_t>(H) * I, b.eb,
+                   "inter_wᵀ, gemm_inter_dgrad's K-major B operand (rewritten every backward)"});
+      w.push_back({"attn_ow_t", "[H, H]", Extent::Fixed, static_cast<int64_t>(H) * H, b.eb,
+                   "attn_owᵀ, gemm_attn_out_dgrad's K-major B operand (rewritten every backward)"});
+      if (pre)
+        w.push_back({"attn_qkvw_t", "[H, 3H]", Extent::Fixed, static_cast<int64_t>(3) * H * H, b.eb,
+                     "attn_qkvwᵀ, gemm_qkv_dgrad's K-major B operand (rewritten every backward)"});
+    }
     b.tokens(w, "grad_qkv", "[B, S, 3H]", 3 * H, "gradient scratch");
     if (fused)
       b.head_rows(w, "attn_row_dot", "D = rowsum(dO ⊙ O) of the fused attention backward");

@@ -107,6 +107,10 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     DSKC_ASSERT(eb == 2, "bias_grad_gemv needs a 16-bit dtype");
     DSKC_CU(cuMemsetD32Async(ones_.ptr(), cfg.dtype() == DType::BF16 ? 0x3F803F80u : 0x3C003C00u, words, ctx_.stream()));
   }
+  if (plan_.gemm_sched_dynamic) {
+    gemm_sched_ = DeviceBuffer(ctx_, 2 * sizeof(uint32_t));
+    DSKC_CU(cuMemsetD32Async(gemm_sched_.ptr(), 0, 2, ctx_.stream()));
+  }
   ctx_.synchronize();
 }
 
@@ -341,6 +345,7 @@ kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, 
   if (gelu) g.gelu = tma_kmajor_128b(gelu, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (pre) g.pre = tma_kmajor_128b(pre, t, rows, n, n, kGemmSm90EpiBoxRows);
   g.m = rows;
+  g.sched = plan_.gemm_sched_dynamic ? reinterpret_cast<uint32_t*>(gemm_sched_.ptr()) : nullptr;
   return g;
 }
 
@@ -597,11 +602,28 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   };
   // gemm_sm90's output-layer data gradient reads output_wᵀ (K-major): transposed first, on the side
   // stream while the main stream starts the FFN backward.
-  if (plan_.ffn_gemm_sm90_bwd) {
-    kp::WeightTranspose p{P(param("output_w")), P(t("output_w_t"))};
-    run_kernel("transpose_output_w", &p, rows, true);
-    if (side_) side_done({t("output_w_t")});
+  // (dgrad_gemm_sm90: the other data gradients' weights too, in the order they are needed.)
+  auto transpose = [&](const char* kernel, const char* weight, const char* out) {
+    kp::WeightTranspose p{P(param(weight)), P(t(out))};
+    run_kernel(kernel, &p, rows, true);
+    if (side_) side_done({t(out)});
+  };
+  if (plan_.ffn_gemm_sm90_bwd) transpose("transpose_output_w", "output_w", "output_w_t");
+  if (plan_.dgrad_gemm_sm90) {
+    transpose("transpose_inter_w", "inter_w", "inter_w_t");
+    transpose("transpose_attn_ow", "attn_ow", "attn_ow_t");
+    if (pre) transpose("transpose_attn_qkvw", "attn_qkvw", "attn_qkvw_t");
   }
+  // A data gradient dY·W: gemm_sm90 on Wᵀ (written above) or cuBLASLt.
+  auto dgrad = [&](const char* name, CUdeviceptr dy, const char* weight, const char* weight_t, int n, int k,
+                   CUdeviceptr out) {
+    if (plan_.dgrad_gemm_sm90) {
+      main_waits_for(t(weight_t));
+      gemm_sm90_linear(name, dy, t(weight_t), rows, n, k, out);
+    } else {
+      gemm(name, {false, false, rows, n, k, k, n, n}, dy, param(weight), out);
+    }
+  };
   const bool regenerate_early = side_;
   if (regenerate_early) {
     regenerate_bits(true);
@@ -679,7 +701,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   CUdeviceptr d_s1;  // gradient wrt the attention residual sum
   // Into linear_out (free until the attention output's data gradient): grad_h_b still feeds the
   // output_w gradient, which may be running on the side stream.
-  gemm("gemm_inter_dgrad", {false, false, rows, H, I, I, H, H}, gi, param("inter_w"), lin);
+  dgrad("gemm_inter_dgrad", gi, "inter_w", "inter_w_t", H, I, lin);
   const CUdeviceptr spare = pre ? gb : ga;
   const bool fold = plan_.attn_out_dropout_in_ln;  // the dropout's masked gradient -> spare
   if (pre) {
@@ -700,7 +722,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   const CUdeviceptr d_ao = fold ? spare : dropout_bwd("dropout_bias_grad_attn_out", d_s1, spare, "attn_ob");
   gemm_side("gemm_attn_out_wgrad", {true, false, H, H, rows, H, H, H}, d_ao, t("attn_context"), grad("attn_ow"),
             epi_bias("attn_ob"));
-  gemm("gemm_attn_out_dgrad", {false, false, rows, H, H, H, H, H}, d_ao, param("attn_ow"), lin);  // d_ctx
+  dgrad("gemm_attn_out_dgrad", d_ao, "attn_ow", "attn_ow_t", H, H, lin);  // d_ctx
   // ---- attention ----
   if (plan_.fused_attention) {
     // D = rowsum(dO ⊙ O); then dK, dV (per key tile) straight into grad_qkv and dQ by the batched GEMM
@@ -789,7 +811,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   gemm_side("gemm_qkv_wgrad", {true, false, 3 * H, H, rows, 3 * H, H, H}, gq, h1, grad("attn_qkvw"),
             epi_bias("attn_qkvb"));
   if (pre) {
-    gemm("gemm_qkv_dgrad", {false, false, rows, H, 3 * H, 3 * H, H, H}, gq, param("attn_qkvw"), spare);
+    dgrad("gemm_qkv_dgrad", gq, "attn_qkvw", "attn_qkvw_t", H, 3 * H, spare);
     ln_bwd("layernorm_bwd_norm", spare, d_s1, input_, 0, "norm_w", "norm_b", "ln_norm_mean", "ln_norm_rstd",
            grad_input, false);
   } else {

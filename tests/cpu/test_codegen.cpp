@@ -1327,6 +1327,101 @@ TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the
     check_env_error("DSKC_OUTPUT_GEMM", bad, "separate", "fused", [] { output_gemm_from_env(); });
 }
 
+// DSKC_DGRAD_GEMM=sm90: in training on sm_90 the intermediate, attention-output and (Pre-LN) QKV data
+// gradients are gemm_sm90 kPlain kernels on transposed weights (three weight_transpose launches, three
+// workspace tensors; the activations unchanged); Post-LN's QKV data gradient, inference, cuBLASLt-only
+// targets and fp32 keep cuBLASLt. DSKC_GEMM_SCHED only records the schedule (the kernels are the same
+// source: the runtime passes the counter or not).
+TEST_CASE("DSKC_DGRAD_GEMM=sm90 and DSKC_GEMM_SCHED=dynamic plan the data gradients and the tile schedule") {
+  auto plan = [](LayerConfig c, DgradGemm dg, const char* arch = "sm_90", GemmSched gs = GemmSched::Static) {
+    PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
+    o.arch = arch;
+    o.dgrad_gemm = dg;
+    o.gemm_sched = gs;
+    return make_plan(c, o);
+  };
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const LayerConfig c = with_dtype(bert_large(), t);
+    const LayerPlan g = plan(c, DgradGemm::Sm90), cb = plan(c, DgradGemm::Cublas);
+    CHECK(g.dgrad_gemm_sm90);
+    CHECK_FALSE(cb.dgrad_gemm_sm90);
+    const struct {
+      const char *gemm, *inst, *transpose, *tinst, *tensor;
+      int64_t elems;
+    } want[] = {
+        {"gemm_inter_dgrad", "gemm_sm90_impl<kHidden, kInter, GemmEpi::kPlain>", "transpose_inter_w",
+         "weight_transpose_impl<kInter, kHidden>", "inter_w_t", 1024 * 4096},
+        {"gemm_attn_out_dgrad", "gemm_sm90_impl<kHidden, kHidden, GemmEpi::kPlain>", "transpose_attn_ow",
+         "weight_transpose_impl<kHidden, kHidden>", "attn_ow_t", 1024 * 1024},
+        {"gemm_qkv_dgrad", "gemm_sm90_impl<kHidden, 3 * kHidden, GemmEpi::kPlain>", "transpose_attn_qkvw",
+         "weight_transpose_impl<3 * kHidden, kHidden>", "attn_qkvw_t", 3 * 1024 * 1024},
+    };
+    int64_t extra = 0;
+    for (const auto& w : want) {
+      CAPTURE(w.gemm);
+      const KernelInfo* k = g.find_kernel(w.gemm);
+      REQUIRE(k);
+      CHECK(k->instantiation == w.inst);
+      CHECK(k->pass == Pass::Backward);
+      CHECK_FALSE(has_kernel(cb, w.gemm));
+      const KernelInfo* tr = g.find_kernel(w.transpose);
+      REQUIRE(tr);
+      CHECK(tr->instantiation == w.tinst);
+      // grid: (cols / 64, rows / 64) tiles of the weight [rows, cols]
+      CHECK(static_cast<int64_t>(tr->grid_x) * tr->grid_y * 64 * 64 == w.elems);
+      bool found = false;
+      for (const auto& ws : g.workspace)
+        if (ws.name == w.tensor) found = ws.bytes(64, 128) == w.elems * 2;
+      CHECK(found);
+      extra += w.elems * 2;
+    }
+    CHECK(kernel_names(g).size() == kernel_names(cb).size() + 6);
+    CHECK(g.activation_bytes(64, 128) == cb.activation_bytes(64, 128));
+    CHECK(g.workspace_bytes(64, 128) == cb.workspace_bytes(64, 128) + extra);
+    const std::string src = emit(g).source;
+    CHECK(src.find("gemm_sm90_impl<kHidden, 3 * kHidden, GemmEpi::kPlain>(p);") != std::string::npos);
+    CHECK(src.find("weight_transpose_impl<kInter, kHidden>(p);") != std::string::npos);
+    // Post-LN: no QKV transpose or gemm_sm90 QKV data gradient (it accumulates into grad_input in cuBLASLt).
+    LayerConfig post = c;
+    post.pre_layer_norm = false;
+    const LayerPlan gp = plan(post, DgradGemm::Sm90);
+    CHECK(gp.dgrad_gemm_sm90);
+    CHECK(has_kernel(gp, "gemm_inter_dgrad"));
+    CHECK_FALSE(has_kernel(gp, "gemm_qkv_dgrad"));
+    CHECK_FALSE(has_kernel(gp, "transpose_attn_qkvw"));
+    // Elsewhere: cuBLASLt.
+    LayerConfig infer = c;
+    infer.training = false;
+    CHECK_FALSE(plan(infer, DgradGemm::Sm90).dgrad_gemm_sm90);
+    CHECK_FALSE(plan(c, DgradGemm::Sm90, "sm_80").dgrad_gemm_sm90);
+    // The schedule: the same kernel source either way.
+    const LayerPlan dyn = plan(c, DgradGemm::Sm90, "sm_90", GemmSched::Dynamic);
+    CHECK(dyn.gemm_sched_dynamic);
+    CHECK_FALSE(g.gemm_sched_dynamic);
+    CHECK(emit(dyn).source == src);
+    CHECK_FALSE(plan(c, DgradGemm::Sm90, "sm_80", GemmSched::Dynamic).gemm_sched_dynamic);  // no gemm_sm90 there
+  }
+  CHECK_FALSE(plan(with_dtype(bert_large(), DType::F32), DgradGemm::Sm90).dgrad_gemm_sm90);
+  {
+    dskc_test::ScopedEnv a("DSKC_DGRAD_GEMM", nullptr), b("DSKC_GEMM_SCHED", nullptr);
+    CHECK(dgrad_gemm_from_env() == kDgradGemmDefault);
+    CHECK(gemm_sched_from_env() == kGemmSchedDefault);
+  }
+  {
+    dskc_test::ScopedEnv a("DSKC_DGRAD_GEMM", "sm90"), b("DSKC_GEMM_SCHED", "dynamic");
+    PlanOptions o;
+    o.arch = "sm_90";
+    const LayerPlan p = make_plan(bert_large(), o);
+    CHECK(p.dgrad_gemm_sm90);
+    CHECK(p.gemm_sched_dynamic);
+  }
+  for (const char* bad : {"Sm90", "cublasLt", "sm90 "})
+    check_env_error("DSKC_DGRAD_GEMM", bad, "cublas", "sm90", [] { dgrad_gemm_from_env(); });
+  for (const char* bad : {"Dynamic", "persistent", "static "})
+    check_env_error("DSKC_GEMM_SCHED", bad, "static", "dynamic", [] { gemm_sched_from_env(); });
+}
+
 TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 double-buffers where two fit in 48 KB") {
   auto stages = [](LayerConfig c, int head_dim, AttnMask m, double attn_p = 0.1, int opt_stages = 2) {
     c.heads = c.hidden_size / head_dim;
@@ -1632,7 +1727,7 @@ TEST_CASE("DSKC_LINEAR_GEMM=sm90 (the default): the forward's QKV, attention-out
         const std::string src = emit(l).source;
         CHECK(src.find("void __launch_bounds__(384, 1) gemm_output_fwd(const __grid_constant__ GemmSm90Params p)") !=
               std::string::npos);
-        CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kPlain) == 230496") != std::string::npos);
+        CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kPlain) == 230576") != std::string::npos);
         CHECK(emit_config_header(l).find("constexpr bool kLinearGemmSm90 = true;") != std::string::npos);
         CHECK(emit_config_header(cu).find("constexpr bool kLinearGemmSm90 = false;") != std::string::npos);
         CHECK(emit(l).source != emit(cu).source);  // two modules, two cache entries
@@ -2384,6 +2479,7 @@ struct ModuleCase {
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;  // sm_90, head dim 64: the wgmma dK/dV kernel by default
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
   OutputGemm output_gemm = OutputGemm::Separate;  // Fused: sm_90 Pre-LN, the residual epilogue in gemm_sm90
+  DgradGemm dgrad_gemm = DgradGemm::Cublas;        // Sm90: the data gradients as gemm_sm90 (+ the transposes)
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -2409,9 +2505,11 @@ void compile_module(const ModuleCase& mc) {
   opt.attn_bwd = mc.attn_bwd;
   opt.attn_fwd = mc.attn_fwd;
   opt.output_gemm = mc.output_gemm;
+  opt.dgrad_gemm = mc.dgrad_gemm;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
+  if (mc.dgrad_gemm == DgradGemm::Sm90) REQUIRE(plan.dgrad_gemm_sm90);
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -2567,6 +2665,11 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
        .output_gemm = OutputGemm::Fused},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_90", .training = false,
        .output_gemm = OutputGemm::Fused},
+      // DSKC_DGRAD_GEMM=sm90 (the data gradients' kPlain gemm_sm90 kernels and weight transposes):
+      // fp16 BERT-Large Pre-LN, bf16 BERT-Base Post-LN with all flags.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .dgrad_gemm = DgradGemm::Sm90},
+      {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .flags = kAllFlags,
+       .dgrad_gemm = DgradGemm::Sm90},
       // The wgmma forward (keep flags from attn_dropout_bits_fwd): two stages (the default) and three,
       // fp16 / bf16, the longest rows (an 8 KB key mask), and the mma.sync forward there (DSKC_ATTN_FWD=sync).
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},
