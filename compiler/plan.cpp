@@ -221,13 +221,6 @@ DgradGemm dgrad_gemm_from_env() {
                     "transposed weights)");
 }
 
-GemmSched gemm_sched_from_env() {
-  return env_choice("DSKC_GEMM_SCHED", kGemmSchedDefault,
-                    {{"static", GemmSched::Static}, {"dynamic", GemmSched::Dynamic}},
-                    "\"static\" (each gemm_sm90 block takes tiles b, b + grid, ...) or \"dynamic\" (after its "
-                    "first tile each block takes the next free one from an atomic counter)");
-}
-
 FfnGemm ffn_gemm_from_env() {
   return env_choice("DSKC_FFN_GEMM", kFfnGemmDefault,
                     {{"cublas", FfnGemm::Cublas}, {"sm90_fwd", FfnGemm::Sm90Forward}, {"sm90", FfnGemm::Sm90}},
@@ -455,8 +448,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const DgradGemm dgrad_src = opt.dgrad_gemm == DgradGemm::FromEnvironment ? dgrad_gemm_from_env() : opt.dgrad_gemm;
   plan.dgrad_gemm_sm90 = train && dgrad_src == DgradGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
   const bool dgrad = plan.dgrad_gemm_sm90;
-  const GemmSched sched_src = opt.gemm_sched == GemmSched::FromEnvironment ? gemm_sched_from_env() : opt.gemm_sched;
-  plan.gemm_sched_dynamic = sched_src == GemmSched::Dynamic && (sm90 || lin || dgrad);
   const bool inv = c.normalize_invertible;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string gelu_form = c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf";

@@ -195,9 +195,6 @@ struct LayerPlan {
   // gemm_sm90 multiplies by Bᵀ with B K-major, so the backward first writes inter_wᵀ, attn_owᵀ and
   // attn_qkvwᵀ into the workspace (transpose_* on the side stream). DSKC_DGRAD_GEMM picks.
   bool dgrad_gemm_sm90 = false;
-  // gemm_sm90 kernels take their tiles from an atomic counter after the first wave (dynamic) instead
-  // of tiles b, b + grid, ... per block (static). DSKC_GEMM_SCHED picks.
-  bool gemm_sched_dynamic = false;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -281,13 +278,6 @@ enum class DgradGemm {
   Sm90,             // gemm_sm90 (kPlain) on the transposed weights, where supported
 };
 constexpr DgradGemm kDgradGemmDefault = DgradGemm::Cublas;
-// How gemm_sm90 kernels pick their tiles (LayerPlan::gemm_sched_dynamic).
-enum class GemmSched {
-  FromEnvironment,  // DSKC_GEMM_SCHED: unset or "" -> the default below; "static", "dynamic"
-  Static,           // block b: tiles b, b + grid, ...
-  Dynamic,          // block b: tile b, then the next free tile from an atomic counter
-};
-constexpr GemmSched kGemmSchedDefault = GemmSched::Static;
 // Who runs the forward's QKV, attention-output and output GEMMs (LayerPlan::linear_gemm_sm90).
 enum class LinearGemm {
   FromEnvironment,  // DSKC_LINEAR_GEMM: unset or "" -> the default below; "cublas", "sm90"
@@ -321,7 +311,6 @@ struct PlanOptions {
   AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
   OutputGemm output_gemm = OutputGemm::FromEnvironment;
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
-  GemmSched gemm_sched = GemmSched::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -345,10 +334,9 @@ AttnBitsBwd attn_bits_bwd_from_env();
 // Reads DSKC_OUTPUT_GEMM (unset, "", "separate" -> Separate; "fused" -> Fused); any other value is an
 // Error(Config) naming the variable.
 OutputGemm output_gemm_from_env();
-// Reads DSKC_DGRAD_GEMM (unset, "" -> kDgradGemmDefault; "cublas", "sm90") and DSKC_GEMM_SCHED (unset,
-// "" -> kGemmSchedDefault; "static", "dynamic"); any other value is an Error(Config) naming the variable.
+// Reads DSKC_DGRAD_GEMM (unset, "" -> kDgradGemmDefault; "cublas", "sm90"); any other value is an
+// Error(Config) naming the variable.
 DgradGemm dgrad_gemm_from_env();
-GemmSched gemm_sched_from_env();
 // Reads DSKC_ATTN_BWD (unset, "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"); any other value is an
 // Error(Config) naming the variable.
 AttnBwd attn_bwd_from_env();
@@ -414,16 +402,15 @@ constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 128, kGemmSm90BlockK = 64
 // Dynamic shared memory of a gemm_sm90 kernel (GemmSm90Tile::smem_bytes): its pipeline stages (4 with
 // a GELU epilogue, 5 with a plain or bias-dropout-residual one), the two math warpgroups' epilogue
 // buffers (three 64-row regions each with a GELU epilogue, two otherwise; a region is two TMA boxes of 64 columns x
-// kGemmSm90EpiBoxRows rows), the mbarriers, the tile-index ring (kGemmSm90TileSlots words, a full /
-// empty mbarrier pair each), and 1024 bytes to align the dynamic base for the 128-byte swizzle.
-constexpr int kGemmSm90EpiBoxRows = 64, kGemmSm90TileSlots = 4;
+// kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for the
+// 128-byte swizzle.
+constexpr int kGemmSm90EpiBoxRows = 64;
 constexpr int gemm_sm90_stages(bool two_regions) { return two_regions ? 5 : 4; }
 constexpr int gemm_sm90_smem_bytes(bool two_regions) {
   return 1024 + gemm_sm90_stages(two_regions) * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
-         2 * (two_regions ? 2 : 3) * 2 * kGemmSm90EpiBoxRows * 128 +
-         8 * (2 * gemm_sm90_stages(two_regions) + 2 + 2 * kGemmSm90TileSlots) + 4 * kGemmSm90TileSlots;
+         2 * (two_regions ? 2 : 3) * 2 * kGemmSm90EpiBoxRows * 128 + 8 * (2 * gemm_sm90_stages(two_regions) + 2);
 }
-static_assert(gemm_sm90_smem_bytes(false) == 230560 && gemm_sm90_smem_bytes(true) == 230576);
+static_assert(gemm_sm90_smem_bytes(false) == 230480 && gemm_sm90_smem_bytes(true) == 230496);
 constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;

@@ -147,7 +147,6 @@ struct GemmSm90 {
   Ptr bias;          // [N] (forward GELU, kBias, kBiasDropoutResidual)
   int m;
   DropoutArgs rng;   // kBiasDropoutResidual (the FFN output's hidden dropout)
-  uint32_t* sched;   // dynamic tile scheduling: two zeroed words per stream (nullptr: static)
 };
 struct WeightTranspose {
   Ptr in, out;

@@ -107,10 +107,6 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     DSKC_ASSERT(eb == 2, "bias_grad_gemv needs a 16-bit dtype");
     DSKC_CU(cuMemsetD32Async(ones_.ptr(), cfg.dtype() == DType::BF16 ? 0x3F803F80u : 0x3C003C00u, words, ctx_.stream()));
   }
-  if (plan_.gemm_sched_dynamic) {
-    gemm_sched_ = DeviceBuffer(ctx_, 2 * sizeof(uint32_t));
-    DSKC_CU(cuMemsetD32Async(gemm_sched_.ptr(), 0, 2, ctx_.stream()));
-  }
   ctx_.synchronize();
 }
 
@@ -345,7 +341,6 @@ kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, 
   if (gelu) g.gelu = tma_kmajor_128b(gelu, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (pre) g.pre = tma_kmajor_128b(pre, t, rows, n, n, kGemmSm90EpiBoxRows);
   g.m = rows;
-  g.sched = plan_.gemm_sched_dynamic ? reinterpret_cast<uint32_t*>(gemm_sched_.ptr()) : nullptr;
   return g;
 }
 

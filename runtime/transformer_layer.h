@@ -130,9 +130,6 @@ class TransformerLayer : public GpuLayer {
   double build_ms_ = 0;
   DeviceBuffer params_, grads_, saved_, ptr_arrays_, zero_mask_;
   DeviceBuffer ones_;  // [batch_size·max_seq] of 1 in T: the column-sum GEMMs' left operand (bias_grad_gemv)
-  // gemm_sm90's dynamic tile counter (plan gemm_sched_dynamic): two zeroed words, reset by each launch's
-  // last block; every gemm_sm90 launch of this layer is on the main stream, so they take turns.
-  DeviceBuffer gemm_sched_;
   std::map<std::string, size_t> param_offset_;
   std::map<std::string, size_t> saved_offset_;      // at max batch/seq
   std::map<std::string, size_t> workspace_offset_;  // for the current call

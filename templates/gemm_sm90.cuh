@@ -20,13 +20,9 @@
 //
 // Structure: a persistent, warp-specialized "ping-pong" kernel (one block per SM walks the 128 x 128
 // output tiles, N fastest), 384 threads:
-//   warp 0, one thread: the producer. It picks this block's tiles (static: b, b + grid, ...; or,
-//     with GemmSm90Params::sched, dynamic: after the first, each from an atomic counter, so blocks
-//     that start late, e.g. behind the side stream's kernels, take fewer tiles) and hands each
-//     tile's index to the math warpgroups through a ring of kTileSlots shared words. TMA copies the
-//     128 x 64 A and B tiles of each k block into a ring of kStages shared-memory stages, tile after
-//     tile of this block's sequence (mbarrier full[s] completes with the bytes, empty[s] when the
-//     warpgroup that read the stage is done).
+//   warp 0, one thread: the producer. TMA copies the 128 x 64 A and B tiles of each k block into a
+//     ring of kStages shared-memory stages, tile after tile of this block's sequence (mbarrier
+//     full[s] completes with the bytes, empty[s] when the warpgroup that read the stage is done).
 //   warpgroups 1, 2: the math warpgroups. They take this block's tiles in turn (warpgroup 1 the
 //     even ones, 2 the odd ones), each a whole 128 x 128 tile: two wgmma m64n128k16 per k16 step into
 //     2 x 64 fp32 accumulators per thread, one commit group in flight while the next is issued. Their
@@ -79,13 +75,10 @@ struct GemmSm90Tile {
   static constexpr int kBoxRows = 64, kBoxBytes = kBoxRows * 128, kHalfBytes = 2 * kBoxBytes;
   static constexpr int stages(int epi) { return GemmEpi::two_regions(epi) ? 5 : 4; }
   static constexpr int epi_bytes(int epi) { return (GemmEpi::two_regions(epi) ? 2 : 3) * kHalfBytes; }
-  // The tile-index ring (the producer hands each tile's index to the math warpgroups): kTileSlots
-  // words and a full / empty mbarrier pair per slot.
-  static constexpr int kTileSlots = 4;
-  static constexpr int barriers(int epi) { return 2 * stages(epi) + 2 + 2 * kTileSlots; }
+  static constexpr int barriers(int epi) { return 2 * stages(epi) + 2; }
   // + 1024: the stages and boxes need 1024-byte alignment (128B swizzle) and the dynamic base has less.
   static constexpr int smem_bytes(int epi) {
-    return 1024 + stages(epi) * (kABytes + kBBytes) + 2 * epi_bytes(epi) + 8 * barriers(epi) + 4 * kTileSlots;
+    return 1024 + stages(epi) * (kABytes + kBBytes) + 2 * epi_bytes(epi) + 8 * barriers(epi);
   }
 };
 static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) <= 227 * 1024 &&
@@ -101,11 +94,6 @@ struct GemmSm90Params {
   const T* bias;             // [kN] (kBiasGelu*, kBias, kBiasDropoutResidual)
   int m;
   DropoutArgs rng;           // kBiasDropoutResidual: the FFN output's hidden dropout
-  // Dynamic tile scheduling (DSKC_GEMM_SCHED=dynamic): two zero-initialized words, [0] the tiles
-  // handed out past the first wave, [1] the blocks done; the last block resets both, so each launch
-  // finds them zero (launches that share the words must be stream-ordered). nullptr: block b takes
-  // tiles b, b + grid, ... (static).
-  unsigned* sched;
 };
 
 namespace gemm_detail {
@@ -157,10 +145,6 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kStages + s); };
   auto hfull = [&](int c) { return bars + 8u * (2 * kStages + c); };
-  auto tfull = [&](int j) { return bars + 8u * (2 * kStages + 2 + (j & (G::kTileSlots - 1))); };
-  auto tempty = [&](int j) { return bars + 8u * (2 * kStages + 2 + G::kTileSlots + (j & (G::kTileSlots - 1))); };
-  volatile int* const tile_slot = reinterpret_cast<volatile int*>(gemm_smem - sm90::smem_u32(gemm_smem) + bars +
-                                                                  8u * G::barriers(kEpi));
 
   const int tiles = (p.m + G::kBlockM - 1) / G::kBlockM * kTilesN;
   auto tile_m0 = [&](int tile) { return tile / kTilesN * G::kBlockM; };
@@ -173,26 +157,11 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     }
     sm90::mbar_init(hfull(0), 1);  // the math warpgroup's own h loads (+ their bytes)
     sm90::mbar_init(hfull(1), 1);
-    for (int j = 0; j < G::kTileSlots; ++j) {
-      sm90::mbar_init(tfull(j), 1);     // the producer wrote the slot's tile index
-      sm90::mbar_init(tempty(j), 128);  // every thread of the warpgroup that takes the tile read it
-    }
     sm90::mbar_init_fence();
     sm90::tma_prefetch_descriptor(&p.a);
     sm90::tma_prefetch_descriptor(&p.b);
   }
   __syncthreads();
-
-  // The j-th tile of this block (j = 0, 1, ...: the math warpgroups take even and odd j in turn) is
-  // the index the producer put into slot j % kTileSlots; an index >= tiles ends the sequence (the
-  // producer writes it twice, for both warpgroups). A wait without an arrival only looks: the other
-  // warpgroup's next tile, to know whether to give it the turn.
-  auto read_tile = [&](int j, bool take) {
-    sm90::mbar_wait(tfull(j), (j / G::kTileSlots) & 1u);
-    const int v = tile_slot[j & (G::kTileSlots - 1)];
-    if (take) sm90::mbar_arrive(tempty(j));
-    return v;
-  };
 
   if (wg == 0) {
     // ---- producer: every k block of this block's tiles, in order ----
@@ -200,24 +169,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     if (t == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      // Dynamic: the first tile is blockIdx.x, later ones come from the counter (fetched one tile
-      // ahead, so the atomic's latency hides behind a tile's loads). Each block's last fetch is the
-      // one past the end, so a launch adds exactly `tiles` to the counter.
-      auto fetch = [&](int tile) {
-        return p.sched ? static_cast<int>(gridDim.x + atomicAdd(p.sched, 1u)) : tile + static_cast<int>(gridDim.x);
-      };
-      auto hand_out = [&](int j, int tile) {
-        sm90::mbar_wait(tempty(j), ((j / G::kTileSlots) & 1u) ^ 1u);
-        tile_slot[j & (G::kTileSlots - 1)] = tile;
-        sm90::mbar_arrive(tfull(j));
-      };
-      int tile = blockIdx.x, next = fetch(tile);
-      for (int j = 0;; ++j) {
-        hand_out(j, tile);
-        if (tile >= tiles) {
-          hand_out(j + 1, tile);
-          break;
-        }
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const int m0 = tile_m0(tile), n0 = tile_n0(tile);
         for (int kb = 0; kb < kKBlocks; ++kb) {
           sm90::mbar_wait(empty(stage), phase ^ 1u);
@@ -229,19 +181,12 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
             phase ^= 1u;
           }
         }
-        tile = next;
-        if (tile < tiles) next = fetch(tile);
-      }
-      // The last block out resets the words for the next launch (every block's fetches are done).
-      if (p.sched && atomicAdd(p.sched + 1, 1u) == gridDim.x - 1) {
-        atomicExch(p.sched, 0u);
-        atomicExch(p.sched + 1, 0u);
       }
     }
     return;
   }
 
-  // ---- math warpgroup c: this block's tiles c, c + 2, ... ----
+  // ---- math warpgroup c: this block's tiles c, c + 2, ... (the j-th tile is blockIdx.x + j·grid) ----
   if constexpr (kRegSplit) sm90::setmaxnreg_inc<kMathRegs>();
   const int c = wg - 1, w = t / 32, l = t % 32;
   const uint32_t epi = s_epi + c * kEpiBytes;
@@ -273,9 +218,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   };
   float acc0[64], acc1[64];
   uint32_t hphase = 0;
-  for (int j = c;; j += 2) {
-    const int tile = read_tile(j, true);
-    if (tile >= tiles) break;
+  for (int j = c, tile = blockIdx.x + c * gridDim.x; tile < tiles; j += 2, tile += 2 * gridDim.x) {
     const int m0 = tile_m0(tile), n0 = tile_n0(tile);
     int stage = j * kKBlocks % kStages, prev = 0;
     uint32_t phase = (j * kKBlocks / kStages) & 1u;
@@ -322,7 +265,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         phase ^= 1u;
       }
     }
-    if (read_tile(j + 1, false) < tiles) sm90::turn_give(1 - c);  // the other warpgroup has a next tile
+    if (tile + gridDim.x < tiles) sm90::turn_give(1 - c);  // the other warpgroup has a next tile
     sm90::wgmma_wait<0>();
     sm90::fence_operands(acc0);
     sm90::fence_operands(acc1);

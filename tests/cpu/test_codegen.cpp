@@ -1330,14 +1330,12 @@ TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the
 // DSKC_DGRAD_GEMM=sm90: in training on sm_90 the intermediate, attention-output and (Pre-LN) QKV data
 // gradients are gemm_sm90 kPlain kernels on transposed weights (three weight_transpose launches, three
 // workspace tensors; the activations unchanged); Post-LN's QKV data gradient, inference, cuBLASLt-only
-// targets and fp32 keep cuBLASLt. DSKC_GEMM_SCHED only records the schedule (the kernels are the same
-// source: the runtime passes the counter or not).
-TEST_CASE("DSKC_DGRAD_GEMM=sm90 and DSKC_GEMM_SCHED=dynamic plan the data gradients and the tile schedule") {
-  auto plan = [](LayerConfig c, DgradGemm dg, const char* arch = "sm_90", GemmSched gs = GemmSched::Static) {
+// targets and fp32 keep cuBLASLt; the default is cuBLASLt.
+TEST_CASE("DSKC_DGRAD_GEMM=sm90 plans the data gradients as gemm_sm90 kernels on transposed weights") {
+  auto plan = [](LayerConfig c, DgradGemm dg, const char* arch = "sm_90") {
     PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
     o.arch = arch;
     o.dgrad_gemm = dg;
-    o.gemm_sched = gs;
     return make_plan(c, o);
   };
   for (DType t : {DType::F16, DType::BF16}) {
@@ -1395,31 +1393,23 @@ TEST_CASE("DSKC_DGRAD_GEMM=sm90 and DSKC_GEMM_SCHED=dynamic plan the data gradie
     infer.training = false;
     CHECK_FALSE(plan(infer, DgradGemm::Sm90).dgrad_gemm_sm90);
     CHECK_FALSE(plan(c, DgradGemm::Sm90, "sm_80").dgrad_gemm_sm90);
-    // The schedule: the same kernel source either way.
-    const LayerPlan dyn = plan(c, DgradGemm::Sm90, "sm_90", GemmSched::Dynamic);
-    CHECK(dyn.gemm_sched_dynamic);
-    CHECK_FALSE(g.gemm_sched_dynamic);
-    CHECK(emit(dyn).source == src);
-    CHECK_FALSE(plan(c, DgradGemm::Sm90, "sm_80", GemmSched::Dynamic).gemm_sched_dynamic);  // no gemm_sm90 there
   }
   CHECK_FALSE(plan(with_dtype(bert_large(), DType::F32), DgradGemm::Sm90).dgrad_gemm_sm90);
   {
-    dskc_test::ScopedEnv a("DSKC_DGRAD_GEMM", nullptr), b("DSKC_GEMM_SCHED", nullptr);
-    CHECK(dgrad_gemm_from_env() == kDgradGemmDefault);
-    CHECK(gemm_sched_from_env() == kGemmSchedDefault);
-  }
-  {
-    dskc_test::ScopedEnv a("DSKC_DGRAD_GEMM", "sm90"), b("DSKC_GEMM_SCHED", "dynamic");
+    dskc_test::ScopedEnv a("DSKC_DGRAD_GEMM", nullptr);
+    CHECK(dgrad_gemm_from_env() == DgradGemm::Cublas);
     PlanOptions o;
     o.arch = "sm_90";
-    const LayerPlan p = make_plan(bert_large(), o);
-    CHECK(p.dgrad_gemm_sm90);
-    CHECK(p.gemm_sched_dynamic);
+    CHECK_FALSE(make_plan(bert_large(), o).dgrad_gemm_sm90);
+  }
+  {
+    dskc_test::ScopedEnv a("DSKC_DGRAD_GEMM", "sm90");
+    PlanOptions o;
+    o.arch = "sm_90";
+    CHECK(make_plan(bert_large(), o).dgrad_gemm_sm90);
   }
   for (const char* bad : {"Sm90", "cublasLt", "sm90 "})
     check_env_error("DSKC_DGRAD_GEMM", bad, "cublas", "sm90", [] { dgrad_gemm_from_env(); });
-  for (const char* bad : {"Dynamic", "persistent", "static "})
-    check_env_error("DSKC_GEMM_SCHED", bad, "static", "dynamic", [] { gemm_sched_from_env(); });
 }
 
 TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 double-buffers where two fit in 48 KB") {
@@ -1727,7 +1717,7 @@ TEST_CASE("DSKC_LINEAR_GEMM=sm90 (the default): the forward's QKV, attention-out
         const std::string src = emit(l).source;
         CHECK(src.find("void __launch_bounds__(384, 1) gemm_output_fwd(const __grid_constant__ GemmSm90Params p)") !=
               std::string::npos);
-        CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kPlain) == 230576") != std::string::npos);
+        CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kPlain) == 230496") != std::string::npos);
         CHECK(emit_config_header(l).find("constexpr bool kLinearGemmSm90 = true;") != std::string::npos);
         CHECK(emit_config_header(cu).find("constexpr bool kLinearGemmSm90 = false;") != std::string::npos);
         CHECK(emit(l).source != emit(cu).source);  // two modules, two cache entries

@@ -710,7 +710,8 @@ TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DS
 // data gradient), both poisoned before backward (every element written), the output and every
 // gradient within a few fp16/bf16 roundings. Partial and sub-tile row counts (fewer tiles than SMs),
 // BERT-Large and BERT-Base widths, Post-LN (its QKV data gradient stays in cuBLASLt), with the FFN's
-// gemm_sm90 backward, and with dynamic tile scheduling.
+// gemm_sm90 backward. (On the H200 three of these five cases came out bitwise equal to cuBLASLt: the
+// same fp32 accumulation order over k.)
 TEST_CASE("gemm_sm90 data-gradient GEMMs (DSKC_DGRAD_GEMM=sm90) agree with the cuBLASLt path") {
   dskc_test::require_gpu();
   if (!gemm_sm90_gpu()) return;
@@ -720,14 +721,13 @@ TEST_CASE("gemm_sm90 data-gradient GEMMs (DSKC_DGRAD_GEMM=sm90) agree with the c
     DType t;
     bool pre;
     const char* ffn;
-    const char* sched;
   };
   const Case cases[] = {
-      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, "sm90_fwd", "static"},
-      {"fp16 BERT-Large Pre-LN, 64 x 128 rows, dynamic", 1024, 16, 4096, 64, 128, DType::F16, true, "sm90_fwd", "dynamic"},
-      {"bf16 BERT-Base Post-LN, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, false, "sm90_fwd", "static"},
-      {"fp16 BERT-Large, 1 x 7 rows, FFN gemm_sm90 too, dynamic", 1024, 16, 4096, 1, 7, DType::F16, true, "sm90", "dynamic"},
-      {"bf16 BERT-Large, 16 x 512 rows, FFN gemm_sm90 too", 1024, 16, 4096, 16, 512, DType::BF16, true, "sm90", "static"},
+      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, "sm90_fwd"},
+      {"fp16 BERT-Large Pre-LN, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, "sm90_fwd"},
+      {"bf16 BERT-Base Post-LN, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, false, "sm90_fwd"},
+      {"fp16 BERT-Large, 1 x 7 rows, FFN gemm_sm90 too", 1024, 16, 4096, 1, 7, DType::F16, true, "sm90"},
+      {"bf16 BERT-Large, 16 x 512 rows, FFN gemm_sm90 too", 1024, 16, 4096, 16, 512, DType::BF16, true, "sm90"},
   };
   for (const Case& k : cases) {
     INFO(k.name);
@@ -738,7 +738,7 @@ TEST_CASE("gemm_sm90 data-gradient GEMMs (DSKC_DGRAD_GEMM=sm90) agree with the c
     const Inputs in = make_inputs(c, k.B, k.S, true, 73);
     const std::vector<std::string> read =
         k.pre ? std::vector<std::string>{"linear_out", "grad_h_b"} : std::vector<std::string>{"linear_out"};
-    const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", k.ffn), sched("DSKC_GEMM_SCHED", k.sched);
+    const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", k.ffn);
     GpuResult want;
     {
       const dskc_test::ScopedEnv env("DSKC_DGRAD_GEMM", "cublas");
@@ -753,67 +753,5 @@ TEST_CASE("gemm_sm90 data-gradient GEMMs (DSKC_DGRAD_GEMM=sm90) agree with the c
     REQUIRE((plan.find_kernel("gemm_qkv_dgrad") != nullptr) == k.pre);
     const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
     check_sm90_agrees(got, want, read, k.t, true, true);
-  }
-}
-
-// DSKC_GEMM_SCHED=dynamic: which block computes a tile changes, its arithmetic does not, so every
-// gemm_sm90 product, the layer output and every gradient are bitwise those of the static schedule.
-// All of the layer's gemm_sm90 launches share one counter in turn, so a counter that the last block
-// did not reset would skip tiles of the next launch (their outputs are poisoned first or hold the
-// previous launch's values). Many tiles per block, fewer tiles than SMs (1 x 7 rows), every epilogue
-// (bias, plain, GELU, GELU', the residual epilogue), Post-LN, gelu_checkpoint, inference.
-TEST_CASE("gemm_sm90 dynamic tile scheduling (DSKC_GEMM_SCHED=dynamic) is bitwise the static schedule") {
-  dskc_test::require_gpu();
-  if (!gemm_sm90_gpu()) return;
-  struct Case {
-    const char* name;
-    int H, heads, I, B, S;
-    DType t;
-    bool pre, gelu_ckpt, training;
-    const char* output_gemm;
-  };
-  const Case cases[] = {
-      {"fp16 BERT-Large Pre-LN, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, false, true, "separate"},
-      {"fp16 BERT-Large Pre-LN, 3 x 77 rows, fused output GEMM", 1024, 16, 4096, 3, 77, DType::F16, true, false, true,
-       "fused"},
-      {"bf16 BERT-Large, 1 x 7 rows, gelu_checkpoint", 1024, 16, 4096, 1, 7, DType::BF16, true, true, true, "separate"},
-      {"bf16 BERT-Base Post-LN, 4 x 200 rows", 768, 12, 3072, 4, 200, DType::BF16, false, false, true, "separate"},
-      {"fp16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::F16, true, false, false, "separate"},
-  };
-  const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", "sm90"), lin("DSKC_LINEAR_GEMM", "sm90"),
-      dgrad("DSKC_DGRAD_GEMM", "sm90");
-  for (const Case& k : cases) {
-    INFO(k.name);
-    std::printf("case %s\n", k.name);
-    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
-    c.gelu_checkpoint = k.gelu_ckpt;
-    c.training = k.training;
-    const dskc_test::ScopedEnv out("DSKC_OUTPUT_GEMM", k.output_gemm);
-    Context ctx_static, ctx_dynamic;
-    const auto params = test_params(c, 81);
-    const Inputs in = make_inputs(c, k.B, k.S, true, 83);
-    std::vector<std::string> read{"ffn_gelu_out"};
-    if (k.training) read = {"qkv", "ffn_pre_gelu", "ffn_gelu_out", "grad_inter", "linear_out"};
-    GpuResult want;
-    {
-      const dskc_test::ScopedEnv env("DSKC_GEMM_SCHED", "static");
-      want = run_gpu(ctx_static, c, params, in, k.B, k.S, 5, AttentionPath::FusedWhereSupported, true, read);
-    }
-    const dskc_test::ScopedEnv env("DSKC_GEMM_SCHED", "dynamic");
-    PlanOptions po;
-    po.arch = "sm_90";
-    REQUIRE(make_plan(c, po).gemm_sched_dynamic);
-    // Twice on one Context: the second layer finds its own counter zero too (a fresh buffer), and the
-    // first layer's launches ran before it in stream order.
-    for (int rep = 0; rep < 2; ++rep) {
-      const GpuResult got = run_gpu(ctx_dynamic, c, params, in, k.B, k.S, 5, AttentionPath::FusedWhereSupported, true, read);
-      for (const auto& name : read) CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
-      CHECK(got.output == want.output);
-      if (k.training) {
-        CHECK(got.grad_input == want.grad_input);
-        REQUIRE(got.grads.size() == want.grads.size());
-        for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
-      }
-    }
   }
 }
