@@ -7,13 +7,14 @@
 //   kDGelu          (gemm_output_dgrad): dh = (A·Bᵀ) ⊙ GELU'(h), h read from `pre`, written to `out`
 //   kDGeluStoreGelu (gelu_checkpoint):   the same, and g = GELU(h) to `gelu`
 //   kBias           (gemm_qkv_fwd):      A·Bᵀ + bias to `out`
-//   kPlain          (gemm_attn_out_fwd, gemm_output_fwd): A·Bᵀ to `out`
+//   kPlain          (gemm_attn_out_fwd, gemm_output_fwd; with DSKC_DGRAD_GEMM=sm90 the backward's
+//                   gemm_inter_dgrad, gemm_attn_out_dgrad, gemm_qkv_dgrad): A·Bᵀ to `out`
 //   kBiasDropoutResidual (gemm_output_fwd with DSKC_OUTPUT_GEMM=fused, Pre-LN): out = r + dropout(A·Bᵀ
 //                   + bias), r (the attention residual sum) read from `pre`, the hidden dropout of
 //                   the FFN output drawn as bias_dropout_residual_fwd does (the product rounded to T
 //                   first, then the same fp32 arithmetic: bitwise the same layer output)
 // A is [m, kK] and B [kN, kK], both row-major (K contiguous): C = A·Bᵀ is the layout of
-// x·Wᵀ with W = [out, in] as stored; the output layer's data gradient takes the transposed weight
+// x·Wᵀ with W = [out, in] as stored; the data gradients dY·W take the transposed weight
 // (templates/weight_transpose.cuh). Values round exactly as on the cuBLASLt + bias_gelu path: the
 // product (+ bias) is rounded to T once, and the GELU (or its derivative) is the same device
 // function of that rounded value (common/gelu.cuh).

@@ -1,7 +1,8 @@
 // weight_transpose: out[kCols, kRows] = in[kRows, kCols]ᵀ for a weight matrix, in 64 x 64 tiles
 // through shared memory (16-byte loads and stores). gemm_sm90 multiplies by Bᵀ with B K-major, so
-// the output layer's data gradient dY·W (W = output_w [H, I]) takes Wᵀ [I, H] from here, once per
-// backward (8 MiB for BERT-Large), on the side stream ahead of the FFN backward.
+// a data gradient dY·W on gemm_sm90 takes Wᵀ from here, once per backward, on the side stream ahead
+// of the kernel that needs it: output_w [H, I] -> [I, H] (8 MiB for BERT-Large, DSKC_FFN_GEMM=sm90);
+// inter_w, attn_ow, attn_qkvw (DSKC_DGRAD_GEMM=sm90).
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
