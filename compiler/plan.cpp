@@ -621,7 +621,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (!fold) dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (dgrad)
       b.gemm_sm90(Pass::Backward, "gemm_attn_out_dgrad", "kHidden", "kHidden", "kPlain", H,
-                  "attention output data gradient ·attn_ow (TMA + wgmma, attn_owᵀ from attn_ow_t)");
+                  "attention output data gradient d_attn_out·attn_ow (TMA + wgmma, attn_owᵀ from attn_ow_t)");
     if (fused) {
       // dQ by the GEMM (default), the per-query-tile kernel, or (stochastic_mode only) atomics in one
       // pass (plan.h, attn_dq_atomic).

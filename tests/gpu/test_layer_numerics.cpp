@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -536,6 +537,37 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
   CHECK(worst_td <= 1.0);
 }
 
+// One layer run with `var` = `want_value` (the reference path) and one per `got_values` entry, on
+// the same parameters (test_params(c, seed)) and inputs (make_inputs(c, ..., seed + 2)). One Context
+// for the reference and one for the tested values, both alive: a run cannot find the other path's
+// values in a shared scratch buffer (e.g. inference's GELU(h), workspace written within forward,
+// unpoisoned). check_plan sees each tested value's sm_90 plan before its run; compare(got, want)
+// checks the results.
+void compare_env_paths(const LayerConfig& c, int B, int S, uint64_t seed, uint32_t step, const char* var,
+                       const char* want_value, std::initializer_list<const char*> got_values,
+                       const std::vector<std::string>& read,
+                       const std::function<void(const LayerPlan&, const std::string&)>& check_plan,
+                       const std::function<void(const GpuResult&, const GpuResult&)>& compare) {
+  Context ctx_want, ctx_got;
+  const auto params = test_params(c, seed);
+  const Inputs in = make_inputs(c, B, S, true, seed + 2);
+  GpuResult want;
+  {
+    const dskc_test::ScopedEnv env(var, want_value);
+    want = run_gpu(ctx_want, c, params, in, B, S, step, AttentionPath::FusedWhereSupported, true, read);
+  }
+  for (const char* value : got_values) {
+    INFO(var << "=" << value);
+    std::printf(" %s=%s\n", var, value);
+    const dskc_test::ScopedEnv env(var, value);
+    PlanOptions po;
+    po.arch = "sm_90";
+    check_plan(make_plan(c, po), value);
+    const GpuResult got = run_gpu(ctx_got, c, params, in, B, S, step, AttentionPath::FusedWhereSupported, true, read);
+    compare(got, want);
+  }
+}
+
 // gemm_sm90 runs on sm_90 GPUs only: elsewhere its tests print a visible skip.
 bool gemm_sm90_gpu() {
   if (detect_gpu_arch().value_or("") == "sm_90") return true;
@@ -577,31 +609,16 @@ TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuB
     c.gelu_approximation = k.tanh ? GeluForm::Tanh : GeluForm::Erf;
     c.gelu_checkpoint = k.gelu_ckpt;
     c.training = k.training;
-    // One Context per path, both alive: the second run cannot find the first one's values in a
-    // shared scratch buffer (inference's GELU(h) is workspace, written within forward, unpoisoned).
-    Context ctx_cublas, ctx_sm90;
-    const auto params = test_params(c, 41);
-    const Inputs in = make_inputs(c, k.B, k.S, true, 43);
     // Inference keeps only GELU(h), in the workspace.
     const std::vector<std::string> read =
         k.training ? kFfnTensors : std::vector<std::string>{"ffn_gelu_out"};
-    GpuResult want;
-    {
-      const dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "cublas");
-      want = run_gpu(ctx_cublas, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-    }
-    for (const char* mode : {"sm90", "sm90_fwd"}) {
-      INFO("DSKC_FFN_GEMM=" << mode);
-      std::printf(" DSKC_FFN_GEMM=%s\n", mode);
-      const dskc_test::ScopedEnv env("DSKC_FFN_GEMM", mode);
-      PlanOptions po;
-      po.arch = "sm_90";
-      const LayerPlan plan = make_plan(c, po);
-      REQUIRE(plan.ffn_gemm_sm90);
-      REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && std::string(mode) == "sm90"));
-      const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-      check_sm90_agrees(got, want, read, k.t, k.training);
-    }
+    compare_env_paths(
+        c, k.B, k.S, 41, 4, "DSKC_FFN_GEMM", "cublas", {"sm90", "sm90_fwd"}, read,
+        [&](const LayerPlan& plan, const std::string& mode) {
+          REQUIRE(plan.ffn_gemm_sm90);
+          REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && mode == "sm90"));
+        },
+        [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, k.training); });
   }
 }
 
@@ -633,24 +650,15 @@ TEST_CASE("gemm_sm90 linear GEMMs (DSKC_LINEAR_GEMM=sm90) agree with the cuBLASL
     std::printf("case %s\n", k.name);
     LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
     c.training = k.training;
-    Context ctx_cublas, ctx_sm90;
-    const auto params = test_params(c, 51);
-    const Inputs in = make_inputs(c, k.B, k.S, true, 53);
     const std::vector<std::string> read = k.training ? std::vector<std::string>{"qkv"} : std::vector<std::string>{};
     const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", k.ffn);
-    GpuResult want;
-    {
-      const dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "cublas");
-      want = run_gpu(ctx_cublas, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-    }
-    const dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "sm90");
-    PlanOptions po;
-    po.arch = "sm_90";
-    const LayerPlan plan = make_plan(c, po);
-    REQUIRE(plan.linear_gemm_sm90);
-    REQUIRE(plan.find_kernel("gemm_output_fwd"));
-    const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-    check_sm90_agrees(got, want, read, k.t, k.training);
+    compare_env_paths(
+        c, k.B, k.S, 51, 4, "DSKC_LINEAR_GEMM", "cublas", {"sm90"}, read,
+        [&](const LayerPlan& plan, const std::string&) {
+          REQUIRE(plan.linear_gemm_sm90);
+          REQUIRE(plan.find_kernel("gemm_output_fwd"));
+        },
+        [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, k.training); });
   }
 }
 
@@ -680,27 +688,20 @@ TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DS
     std::printf("case %s\n", k.name);
     LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, true, 0.1, k.hidden_drop);
     c.training = k.training;
-    Context ctx_sep, ctx_fused;
-    const auto params = test_params(c, 61);
-    const Inputs in = make_inputs(c, k.B, k.S, true, 63);
-    GpuResult want;
-    {
-      const dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", "separate");
-      want = run_gpu(ctx_sep, c, params, in, k.B, k.S, 6, AttentionPath::FusedWhereSupported, k.training);
-    }
-    const dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", "fused");
-    PlanOptions po;
-    po.arch = "sm_90";
-    const LayerPlan plan = make_plan(c, po);
-    REQUIRE(plan.output_gemm_fused);
-    REQUIRE(plan.find_kernel("bias_dropout_residual_fwd_ffn") == nullptr);
-    const GpuResult got = run_gpu(ctx_fused, c, params, in, k.B, k.S, 6, AttentionPath::FusedWhereSupported, k.training);
-    CHECK(got.output == want.output);
-    if (k.training) {
-      CHECK(got.grad_input == want.grad_input);
-      REQUIRE(got.grads.size() == want.grads.size());
-      for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
-    }
+    compare_env_paths(
+        c, k.B, k.S, 61, 6, "DSKC_OUTPUT_GEMM", "separate", {"fused"}, {},
+        [&](const LayerPlan& plan, const std::string&) {
+          REQUIRE(plan.output_gemm_fused);
+          REQUIRE(plan.find_kernel("bias_dropout_residual_fwd_ffn") == nullptr);
+        },
+        [&](const GpuResult& got, const GpuResult& want) {
+          CHECK(got.output == want.output);
+          if (k.training) {
+            CHECK(got.grad_input == want.grad_input);
+            REQUIRE(got.grads.size() == want.grads.size());
+            for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+          }
+        });
   }
 }
 
@@ -733,25 +734,16 @@ TEST_CASE("gemm_sm90 data-gradient GEMMs (DSKC_DGRAD_GEMM=sm90) agree with the c
     INFO(k.name);
     std::printf("case %s\n", k.name);
     LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
-    Context ctx_cublas, ctx_sm90;
-    const auto params = test_params(c, 71);
-    const Inputs in = make_inputs(c, k.B, k.S, true, 73);
     const std::vector<std::string> read =
         k.pre ? std::vector<std::string>{"linear_out", "grad_h_b"} : std::vector<std::string>{"linear_out"};
     const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", k.ffn);
-    GpuResult want;
-    {
-      const dskc_test::ScopedEnv env("DSKC_DGRAD_GEMM", "cublas");
-      want = run_gpu(ctx_cublas, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-    }
-    const dskc_test::ScopedEnv env("DSKC_DGRAD_GEMM", "sm90");
-    PlanOptions po;
-    po.arch = "sm_90";
-    const LayerPlan plan = make_plan(c, po);
-    REQUIRE(plan.dgrad_gemm_sm90);
-    REQUIRE(plan.find_kernel("gemm_inter_dgrad"));
-    REQUIRE((plan.find_kernel("gemm_qkv_dgrad") != nullptr) == k.pre);
-    const GpuResult got = run_gpu(ctx_sm90, c, params, in, k.B, k.S, 4, AttentionPath::FusedWhereSupported, true, read);
-    check_sm90_agrees(got, want, read, k.t, true, true);
+    compare_env_paths(
+        c, k.B, k.S, 71, 4, "DSKC_DGRAD_GEMM", "cublas", {"sm90"}, read,
+        [&](const LayerPlan& plan, const std::string&) {
+          REQUIRE(plan.dgrad_gemm_sm90);
+          REQUIRE(plan.find_kernel("gemm_inter_dgrad"));
+          REQUIRE((plan.find_kernel("gemm_qkv_dgrad") != nullptr) == k.pre);
+        },
+        [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, true, true); });
   }
 }
