@@ -40,6 +40,37 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+// --timeline: the mean over n_it forward + backward calls of each step's start and end (ms after the
+// forward's start) on its stream, then each stream's busy time against the wall.
+void print_timeline(TransformerLayer& layer, const LayerConfig& cfg, CUdeviceptr x, CUdeviceptr y, CUdeviceptr dy,
+                    CUdeviceptr dx, int B, int S, int n_it, CUstream main) {
+  Profiler prof(true);
+  layer.set_profiler(&prof);
+  for (int i = 0; i < n_it; ++i) {
+    prof.mark_origin(main);
+    layer.forward(x, 0, y, B, S, static_cast<uint32_t>(i));
+    if (cfg.training) layer.backward(dy, dx);
+    prof.collect();
+  }
+  layer.set_profiler(nullptr);
+  const std::vector<Profiler::Step> steps = prof.timeline();
+  std::printf("timeline (mean of %d forward + backward calls, ms from the forward's start; events around every "
+              "step add small gaps):\n", n_it);
+  std::printf("  %-6s %8s %8s %8s  %s\n", "stream", "start", "end", "ms", "step");
+  std::vector<std::pair<double, double>> on_main, on_side;
+  double wall = 0;
+  for (const Profiler::Step& s : steps) {
+    std::printf("  %-6s %8.4f %8.4f %8.4f  %s\n", s.side ? "side" : "main", s.start, s.end, s.end - s.start,
+                s.name.c_str());
+    (s.side ? on_side : on_main).push_back({s.start, s.end});
+    wall = std::max(wall, s.end);
+  }
+  std::vector<std::pair<double, double>> both = on_main;
+  both.insert(both.end(), on_side.begin(), on_side.end());
+  const double bm = busy_time(on_main), bs = busy_time(on_side), bb = busy_time(both);
+  std::printf("  wall %.4f ms: main stream busy %.4f (idle %.4f), side stream busy %.4f, both at once %.4f, "
+              "neither %.4f\n", wall, bm, wall - bm, bs, bm + bs - bb, wall - bb);
+}
 }  // namespace
 
 int cmd_bench(const Args& args) {
@@ -49,7 +80,7 @@ int cmd_bench(const Args& args) {
   LayerArgs la;
   la.add_to(p);
   std::optional<int> batch, seq, iters, warmup;
-  bool csv = false, profile = false;
+  bool csv = false, profile = false, timeline = false;
   p.add_int("batch", &batch, "micro-batch (default: the config's batch_size)");
   p.add_int("seq", &seq, "sequence length (default: max_seq_length)");
   p.add_int("iters", &iters, "timed iterations (default 50)");
@@ -58,6 +89,9 @@ int cmd_bench(const Args& args) {
   p.add_switch("profile", &profile,
                "also time each kernel and GEMM (events around every step; runs the backward on one stream, so the "
                "per-step times add up while the plain timing overlaps the weight-gradient GEMMs)");
+  p.add_switch("timeline", &timeline,
+               "also print when each kernel and GEMM starts and ends on its stream (events around every step, both "
+               "streams kept), and how much of the step the main stream is busy");
   if (!p.parse(args)) return 0;
   LayerConfig cfg = la.load();
   const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
@@ -106,6 +140,7 @@ int cmd_bench(const Args& args) {
       std::printf("  %-44s %8.4f  %5.1f%%\n", name.c_str(), ms / n_it, 100.0 * ms / total);
     std::printf("  %-44s %8.4f\n", "sum", total / n_it);
   }
+  if (timeline) print_timeline(layer, cfg, x.ptr(), y.ptr(), dy.ptr(), dx.ptr(), B, S, n_it, ctx.stream());
   const double fm = median(f_ms), bm = cfg.training ? median(b_ms) : 0.0;
   const double flops = layer_forward_flops(cfg, B, S) * (cfg.training ? 3.0 : 1.0);
   const double tflops = flops / ((fm + bm) * 1e-3) / 1e12;

@@ -1,6 +1,9 @@
 // Profiler implementation (see profiler.h).
 #include "runtime/profiler.h"
 
+#include <algorithm>
+
+#include "compiler/errors.h"
 #include "runtime/driver.h"
 
 namespace dskc {
@@ -10,6 +13,7 @@ Profiler::~Profiler() {
     free_.push_back(s.a);
     free_.push_back(s.b);
   }
+  if (origin_) free_.push_back(origin_);
   for (CUevent e : free_) driver().cuEventDestroy(e);
 }
 
@@ -24,15 +28,26 @@ CUevent Profiler::take() {
   return e;
 }
 
+void Profiler::mark_origin(CUstream s) {
+  if (!origin_) origin_ = take();
+  origin_stream_ = s;
+  DSKC_CU(cuEventRecord(origin_, s));
+}
+
 void Profiler::begin(const std::string& name, CUstream s) {
-  spans_.push_back({name, take(), take()});
+  spans_.push_back({name, s, take(), take()});
   DSKC_CU(cuEventRecord(spans_.back().a, s));
 }
 
 void Profiler::end(CUstream s) { DSKC_CU(cuEventRecord(spans_.back().b, s)); }
 
 void Profiler::collect() {
-  for (auto& s : spans_) {
+  const bool timed = timeline_mode_ && origin_;
+  if (timed && collects_ > 0 && sums_.size() != spans_.size())
+    throw Error(ErrorKind::Internal, "profiler timeline: the step sequence changed between iterations");
+  if (timed && collects_ == 0) sums_.assign(spans_.size(), Step{});
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    Span& s = spans_[i];
     DSKC_CU(cuEventSynchronize(s.b));
     float ms = 0;
     DSKC_CU(cuEventElapsedTime(&ms, s.a, s.b));
@@ -43,10 +58,51 @@ void Profiler::collect() {
         found = true;
       }
     if (!found) totals_.push_back({s.name, ms});
+    if (timed) {
+      float t0 = 0, t1 = 0;
+      DSKC_CU(cuEventElapsedTime(&t0, origin_, s.a));
+      DSKC_CU(cuEventElapsedTime(&t1, origin_, s.b));
+      Step& st = sums_[i];
+      if (collects_ > 0 && st.name != s.name)
+        throw Error(ErrorKind::Internal, "profiler timeline: step " + std::to_string(i) + " was " + st.name +
+                                            ", now " + s.name);
+      st.name = s.name;
+      st.side = s.stream != origin_stream_;
+      st.start += t0;
+      st.end += t1;
+    }
     free_.push_back(s.a);
     free_.push_back(s.b);
   }
+  if (timed) ++collects_;
   spans_.clear();
+}
+
+std::vector<Profiler::Step> Profiler::timeline() const {
+  std::vector<Step> v = sums_;
+  for (Step& s : v) {
+    s.start /= std::max(collects_, 1);
+    s.end /= std::max(collects_, 1);
+  }
+  return v;
+}
+
+double busy_time(std::vector<std::pair<double, double>> iv) {
+  std::sort(iv.begin(), iv.end());
+  double busy = 0, a = 0, b = 0;
+  bool open = false;
+  for (const auto& [s, e] : iv) {
+    if (!open || s > b) {
+      if (open) busy += b - a;
+      a = s;
+      b = e;
+      open = true;
+    } else {
+      b = std::max(b, e);
+    }
+  }
+  if (open) busy += b - a;
+  return busy;
 }
 
 }  // namespace dskc

@@ -354,18 +354,37 @@ void TransformerLayer::gemm_sm90_linear(const char* name, CUdeviceptr a, CUdevic
 
 void TransformerLayer::gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                                  CUdeviceptr bias_grad) {
-  // bias_grad_gemv: bias_grad[M] = ones[1, K]·A[K, M] (A = dY, read as stored) by its own GEMM just
-  // before the weight gradient, instead of the weight gradient's BGRADB epilogue.
+  // bias_grad_gemv: the bias gradient by its own column-sum GEMM (bias_sum) just before the weight
+  // gradient, instead of the weight gradient's BGRADB epilogue.
   const bool gemv = bias_grad && plan_.bias_grad_gemv;
-  const GemmShape sums{false, false, 1, s.m, s.k, s.k, s.lda, s.m};
   if (!side_) {
-    if (gemv) gemm((std::string(name) + "_bias").c_str(), sums, ones_.ptr(), a, bias_grad);
+    if (gemv) bias_sum(name, s, a, bias_grad);
     return gemm(name, s, a, b, c, 1.f, 0.f, 0, gemv ? 0 : bias_grad);
   }
   fork();
-  if (gemv) gemm_->run(sums, ones_.ptr(), a, bias_grad, 1.f, 0.f, 0, 0, &side_lane_);
-  gemm_->run(s, a, b, c, 1.f, 0.f, 0, gemv ? 0 : bias_grad, &side_lane_);
+  if (gemv) side_gemm(std::string(name) + "_bias", bias_sum_shape(s), ones_.ptr(), a, bias_grad);
+  side_gemm(name, s, a, b, c, gemv ? 0 : bias_grad);
   side_done({a, b, c, bias_grad});
+}
+
+GemmShape TransformerLayer::bias_sum_shape(const GemmShape& s) {
+  // bias_grad[M] = ones[1, K]·A[K, M] for the weight gradient s = A[K, M]ᵀ·B (A = dY, read as stored)
+  return {false, false, 1, s.m, s.k, s.k, s.lda, s.m};
+}
+
+void TransformerLayer::bias_sum(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr bias_grad) {
+  const std::string n = std::string(name) + "_bias";
+  if (!side_) return gemm(n.c_str(), bias_sum_shape(s), ones_.ptr(), a, bias_grad);
+  fork();
+  side_gemm(n, bias_sum_shape(s), ones_.ptr(), a, bias_grad);
+  side_done({a, bias_grad});
+}
+
+void TransformerLayer::side_gemm(const std::string& name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b,
+                                 CUdeviceptr c, CUdeviceptr bias_grad) {
+  if (prof_) prof_->begin(name, side_lane_.stream);
+  gemm_->run(s, a, b, c, 1.f, 0.f, 0, bias_grad, &side_lane_);
+  if (prof_) prof_->end(side_lane_.stream);
 }
 
 void TransformerLayer::gemm_batched(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b,
@@ -563,7 +582,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // Two streams (LayerOptions::side_stream): the weight-gradient GEMMs go to the side stream as soon
   // as their operands exist; the main stream runs the chain of data gradients and waits for side
   // work only before it overwrites a buffer that work reads (main_waits_for) and at the end (join).
-  side_ = side_enabled_ && !prof_;
+  side_ = side_enabled_ && (!prof_ || prof_->keeps_streams());
   side_touched_.clear();
   side_events_used_ = 0;
   if (side_) {
@@ -662,12 +681,16 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   }
   const CUdeviceptr d_o = dropout_bwd("dropout_bias_grad_ffn_out", d_out, gb, "output_b");  // d(gelu·Wᵀ + b)
   // gelu_checkpoint: GELU(h) comes back from the GELU backward pass, so the output_w gradient
-  // runs after it.
+  // runs after it; its bias column sum needs only d_o and goes to the side stream now, where the
+  // side stream would otherwise idle until GELU(h) is back (measured: bench/NOTES.md v29).
+  const GemmShape output_wgrad_shape{true, false, H, I, rows, H, I, I};
+  const bool output_bias_early = c.gelu_checkpoint && plan_.bias_grad_gemv;
   auto output_wgrad = [&] {
-    gemm_side("gemm_output_wgrad", {true, false, H, I, rows, H, I, I}, d_o, t("ffn_gelu_out"), grad("output_w"),
-              epi_bias("output_b"));
+    gemm_side("gemm_output_wgrad", output_wgrad_shape, d_o, t("ffn_gelu_out"), grad("output_w"),
+              output_bias_early ? 0 : epi_bias("output_b"));
   };
   if (!c.gelu_checkpoint) output_wgrad();
+  if (output_bias_early) bias_sum("gemm_output_wgrad", output_wgrad_shape, d_o, grad("output_b"));
   const GemmShape output_dgrad{false, false, rows, I, H, H, I, I};
   if (plan_.ffn_gemm_sm90_bwd) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu) (+ GELU(h) into ffn_gelu_out under gelu_checkpoint)

@@ -157,8 +157,16 @@ class TransformerLayer : public GpuLayer {
   void gemm_sm90_linear(const char* name, CUdeviceptr a, CUdeviceptr b, int rows, int n, int k, CUdeviceptr out,
                         CUdeviceptr bias = 0);
   // A weight-gradient GEMM: on the side stream when side_, else as gemm().
+  // (bias_grad with plan_.bias_grad_gemv: its column sum first, as bias_sum.)
   void gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                  CUdeviceptr bias_grad);
+  // The column-sum GEMM of the weight gradient s's bias (step "<name>_bias"): bias_grad = ones·A, by
+  // itself, on the side stream when side_.
+  void bias_sum(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr bias_grad);
+  static GemmShape bias_sum_shape(const GemmShape& s);
+  // One GEMM on the side stream (already forked), bracketed for the profiler.
+  void side_gemm(const std::string& name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                 CUdeviceptr bias_grad = 0);
   void gemm(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, float alpha = 1.f,
             float beta = 0.f, CUdeviceptr bias = 0, CUdeviceptr bias_grad = 0);
   // plan_.gelu_in_gemm: with a bias, C = GELU(A·B + bias) and aux = A·B + bias (forward); without,

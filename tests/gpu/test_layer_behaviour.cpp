@@ -15,6 +15,7 @@
 #include "runtime/context.h"
 #include "runtime/host_tensor.h"
 #include "runtime/layer_params.h"
+#include "runtime/profiler.h"
 #include "runtime/transformer_layer.h"
 #include "compiler/errors.h"
 #include "templates/common/philox.cuh"
@@ -435,4 +436,69 @@ TEST_CASE("backward on two streams gives bitwise the results of one stream") {
     for (size_t l = 0; l < one.size(); ++l)
       for (auto& [name, v] : one[l].grads) CHECK_MESSAGE(two[l].grads[name] == v, "layer " << l << " " << name);
   }
+}
+
+// dskc bench --timeline's profiler: with a timeline it keeps the side stream (the weight gradients
+// land there, after the data gradient that makes their operand), every step ends after it starts,
+// the main stream's steps follow each other in launch order, and attaching it changes no result.
+TEST_CASE("timeline profiler: both streams, main-stream steps in order, same results") {
+  dskc_test::require_gpu();
+  Context ctx;
+  LayerConfig c = base_cfg(DType::F16, true);
+  c.hidden_size = 1024;
+  c.heads = 16;
+  c.intermediate_size = 4096;
+  c.batch_size = 8;
+  c.max_seq_length = 128;
+  const int B = 8, S = 128;
+  TransformerLayer layer(ctx, c);
+  layer.set_params(init_layer_params(c, 3));
+  const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
+  DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb);
+  upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
+  upload(ctx, dy.ptr(), dskc_test::randn(n, 2), c.dtype());
+  layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
+  layer.backward(dy.ptr(), dx.ptr());
+  const std::vector<float> want_dx = download(ctx, dx.ptr(), n, c.dtype());
+  const auto want_grads = layer.get_grads();
+
+  Profiler prof(true);
+  layer.set_profiler(&prof);
+  for (int i = 0; i < 3; ++i) {
+    prof.mark_origin(ctx.stream());
+    layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
+    layer.backward(dy.ptr(), dx.ptr());
+    prof.collect();
+  }
+  layer.set_profiler(nullptr);
+  CHECK(download(ctx, dx.ptr(), n, c.dtype()) == want_dx);
+  for (const auto& [name, v] : layer.get_grads()) CHECK_MESSAGE(v == want_grads.at(name), name);
+
+  const auto steps = prof.timeline();
+  REQUIRE(steps.size() > 10);
+  int side = 0;
+  double last_main_end = 0;
+  bool saw_inter_wgrad_on_side = false;
+  for (const auto& s : steps) {
+    INFO(s.name);
+    CHECK(s.start >= 0);
+    CHECK(s.end >= s.start);
+    if (s.side) {
+      ++side;
+      if (s.name == "gemm_inter_wgrad") saw_inter_wgrad_on_side = true;
+    } else {
+      CHECK(s.start >= last_main_end - 1e-3);
+      last_main_end = s.end;
+    }
+  }
+  CHECK(side >= 4);
+  CHECK(saw_inter_wgrad_on_side);
+  CHECK(steps.front().name == "layernorm_fwd_norm");
+  CHECK_FALSE(steps.front().side);
+  // The side stream's weight gradients run next to the main stream's steps, not after them.
+  std::vector<std::pair<double, double>> on_main, on_side, all;
+  for (const auto& s : steps) (s.side ? on_side : on_main).push_back({s.start, s.end});
+  all = on_main;
+  all.insert(all.end(), on_side.begin(), on_side.end());
+  CHECK(busy_time(on_main) + busy_time(on_side) - busy_time(all) > 0.01);
 }
