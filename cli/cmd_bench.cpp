@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/layer_args.h"
 #include "compiler/errors.h"
+#include "compiler/fileio.h"
 #include "runtime/context.h"
 #include "runtime/driver.h"
 #include "runtime/host_tensor.h"
@@ -42,7 +44,7 @@ double median(std::vector<double> v) {
 }
 // --timeline: the mean over n_it forward + backward calls of each step's start and end (ms after the
 // forward's start) on its stream, then each stream's busy time against the wall.
-void print_timeline(TransformerLayer& layer, const LayerConfig& cfg, CUdeviceptr x, CUdeviceptr y, CUdeviceptr dy,
+std::vector<Profiler::Step> print_timeline(TransformerLayer& layer, const LayerConfig& cfg, CUdeviceptr x, CUdeviceptr y, CUdeviceptr dy,
                     CUdeviceptr dx, int B, int S, int n_it, CUstream main) {
   Profiler prof(true);
   layer.set_profiler(&prof);
@@ -70,6 +72,7 @@ void print_timeline(TransformerLayer& layer, const LayerConfig& cfg, CUdeviceptr
   const double bm = busy_time(on_main), bs = busy_time(on_side), bb = busy_time(both);
   std::printf("  wall %.4f ms: main stream busy %.4f (idle %.4f), side stream busy %.4f, both at once %.4f, "
               "neither %.4f\n", wall, bm, wall - bm, bs, bm + bs - bb, wall - bb);
+  return steps;
 }
 }  // namespace
 
@@ -89,6 +92,10 @@ int cmd_bench(const Args& args) {
   p.add_switch("profile", &profile,
                "also time each kernel and GEMM (events around every step; runs the backward on one stream, so the "
                "per-step times add up while the plain timing overlaps the weight-gradient GEMMs)");
+  std::string trace;
+  p.add_option("trace", &trace, "FILE",
+               "write the timeline (implies --timeline) as a Chrome trace JSON file, for chrome://tracing or "
+               "ui.perfetto.dev");
   p.add_switch("timeline", &timeline,
                "also print when each kernel and GEMM starts and ends on its stream (events around every step, both "
                "streams kept), and how much of the step the main stream is busy");
@@ -97,6 +104,11 @@ int cmd_bench(const Args& args) {
   const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
   const int n_it = iters.value_or(50), n_wu = warmup.value_or(10);
   if (n_it < 1 || n_wu < 0) throw Error(ErrorKind::Usage, "--iters must be >= 1 and --warmup >= 0");
+  if (!trace.empty()) {  // fail before the timing, not after it
+    const std::filesystem::path dir = std::filesystem::path(trace).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw Error(ErrorKind::Io, "--trace " + trace + ": directory " + dir.string() + " does not exist");
+  }
   Context ctx(cfg.local_rank);
   TransformerLayer layer(ctx, cfg);
   layer.set_params(init_layer_params(cfg, 1));
@@ -140,7 +152,14 @@ int cmd_bench(const Args& args) {
       std::printf("  %-44s %8.4f  %5.1f%%\n", name.c_str(), ms / n_it, 100.0 * ms / total);
     std::printf("  %-44s %8.4f\n", "sum", total / n_it);
   }
-  if (timeline) print_timeline(layer, cfg, x.ptr(), y.ptr(), dy.ptr(), dx.ptr(), B, S, n_it, ctx.stream());
+  if (timeline || !trace.empty()) {
+    const auto steps = print_timeline(layer, cfg, x.ptr(), y.ptr(), dy.ptr(), dx.ptr(), B, S, n_it, ctx.stream());
+    if (!trace.empty()) {
+      write_file_atomic(trace, chrome_trace_json(steps, fmt::format("dskc bench {} x {} ({}, {})", B, S,
+                                                                     dtype_name(t), ctx.device_name())));
+      std::printf("wrote the timeline as a Chrome trace to %s\n", trace.c_str());
+    }
+  }
   const double fm = median(f_ms), bm = cfg.training ? median(b_ms) : 0.0;
   const double flops = layer_forward_flops(cfg, B, S) * (cfg.training ? 3.0 : 1.0);
   const double tflops = flops / ((fm + bm) * 1e-3) / 1e12;

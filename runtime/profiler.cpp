@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "compiler/errors.h"
 #include "runtime/driver.h"
 
@@ -103,6 +105,19 @@ double busy_time(std::vector<std::pair<double, double>> iv) {
   }
   if (open) busy += b - a;
   return busy;
+}
+
+std::string chrome_trace_json(const std::vector<Profiler::Step>& steps, const std::string& title) {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", title}}}});
+  for (int tid : {0, 1})
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
+                      {"args", {{"name", tid == 0 ? "main stream" : "side stream"}}}});
+  for (const Profiler::Step& s : steps)
+    events.push_back({{"name", s.name}, {"ph", "X"}, {"pid", 0}, {"tid", s.side ? 1 : 0}, {"ts", s.start * 1e3},
+                      {"dur", (s.end - s.start) * 1e3}});
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(1) + "\n";
 }
 
 }  // namespace dskc

@@ -59,4 +59,9 @@ class Profiler {
 // Busy time of a set of [start, end) intervals (their union), in the intervals' unit.
 double busy_time(std::vector<std::pair<double, double>> intervals);
 
+// A timeline as a Chrome trace (the JSON object format of chrome://tracing and Perfetto): one
+// complete event ("ph": "X", microseconds) per step on thread 0 ("main stream") or 1 ("side
+// stream") of process 0, named by `title`.
+std::string chrome_trace_json(const std::vector<Profiler::Step>& steps, const std::string& title);
+
 }  // namespace dskc

@@ -196,6 +196,8 @@ TEST_CASE("bad inputs exit with the documented code, name the file or key, and w
        {"{dir}/no/such/dir/out.cubin", "cannot write"}},
       {"output directory read-only (sysfs: read-only even for root)", ok.c_str(),
        "compile {cfg} --arch sm_80 -o /sys/dskc-test-out.cubin", 7, {"/sys/dskc-test-out.cubin", "cannot write"}},
+      {"bench --trace into a directory that does not exist (checked before the GPU is touched)", ok.c_str(),
+       "bench {cfg} --trace {dir}/no/such/dir/trace.json", 7, {"--trace", "{dir}/no/such/dir", "does not exist"}},
       {"output directory does not exist (emit cuda)", ok.c_str(),
        "compile {cfg} --emit cuda -o {dir}/no/such/dir/out.cu", 7, {"{dir}/no/such/dir/out.cu", "cannot write"}},
       {"inspect: bad config", bad_type.c_str(), "inspect {cfg} --memory", 3, {"{cfg}", "heads must be an integer"}},

@@ -1,6 +1,8 @@
-// busy_time (runtime/profiler.h): the union of a timeline's intervals, which dskc bench --timeline
-// reports per stream and for both streams together.
+// runtime/profiler.h's host-side parts: busy_time, the union of a timeline's intervals (dskc bench
+// --timeline reports it per stream and for both streams together), and chrome_trace_json (--trace).
 #include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/profiler.h"
 
@@ -17,4 +19,32 @@ TEST_CASE("busy_time is the length of the union of the intervals") {
   CHECK(busy_time({{0.0, 1.0}, {1.0, 2.0}, {5.0, 5.0}}) == doctest::Approx(2.0));
   // a later interval that starts inside an earlier, longer one
   CHECK(busy_time({{0.0, 10.0}, {2.0, 3.0}, {9.0, 12.0}, {20.0, 21.0}}) == doctest::Approx(13.0));
+}
+
+TEST_CASE("chrome_trace_json: one complete event per step in microseconds, a thread per stream") {
+  std::vector<dskc::Profiler::Step> steps = {{"layernorm_fwd_norm", false, 0.0079, 0.0342},
+                                             {"gemm_output_wgrad", true, 0.5910, 0.7204},
+                                             {"gemm_output_dgrad", false, 0.4755, 0.5808}};
+  const auto j = nlohmann::json::parse(dskc::chrome_trace_json(steps, "dskc bench 64 x 128"));
+  CHECK(j.at("displayTimeUnit") == "ms");
+  const auto& ev = j.at("traceEvents");
+  std::vector<nlohmann::json> x, meta;
+  for (const auto& e : ev) (e.at("ph") == "X" ? x : meta).push_back(e);
+  REQUIRE(x.size() == 3);
+  REQUIRE(meta.size() == 3);
+  CHECK(meta[0].at("args").at("name") == "dskc bench 64 x 128");
+  CHECK(meta[1].at("tid") == 0);
+  CHECK(meta[1].at("args").at("name") == "main stream");
+  CHECK(meta[2].at("tid") == 1);
+  CHECK(meta[2].at("args").at("name") == "side stream");
+  CHECK(x[0].at("name") == "layernorm_fwd_norm");
+  CHECK(x[0].at("tid") == 0);
+  CHECK(x[0].at("ts").get<double>() == doctest::Approx(7.9));
+  CHECK(x[0].at("dur").get<double>() == doctest::Approx(26.3));
+  CHECK(x[1].at("name") == "gemm_output_wgrad");
+  CHECK(x[1].at("tid") == 1);
+  CHECK(x[1].at("ts").get<double>() == doctest::Approx(591.0));
+  CHECK(x[1].at("dur").get<double>() == doctest::Approx(129.4));
+  CHECK(x[2].at("tid") == 0);
+  for (const auto& e : x) CHECK(e.at("pid") == 0);
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "gpu_util.h"
 #include "test_util.h"
@@ -501,4 +502,14 @@ TEST_CASE("timeline profiler: both streams, main-stream steps in order, same res
   all = on_main;
   all.insert(all.end(), on_side.begin(), on_side.end());
   CHECK(busy_time(on_main) + busy_time(on_side) - busy_time(all) > 0.01);
+  // dskc bench --trace: every step as a complete event on its stream's thread.
+  const auto trace = nlohmann::json::parse(chrome_trace_json(steps, "test"));
+  size_t events = 0, on_side_thread = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") {
+      ++events;
+      if (e.at("tid") == 1) ++on_side_thread;
+    }
+  CHECK(events == steps.size());
+  CHECK(on_side_thread == static_cast<size_t>(side));
 }
