@@ -42,6 +42,17 @@ LayerConfig base_cfg(DType t, bool pre) {
   return c;
 }
 
+// base_cfg at BERT-Large widths (hidden 1024, 16 heads, intermediate 4096), batch and seq as given.
+LayerConfig large_cfg(DType t, bool pre, int batch, int seq) {
+  LayerConfig c = base_cfg(t, pre);
+  c.batch_size = batch;
+  c.max_seq_length = seq;
+  c.hidden_size = 1024;
+  c.heads = 16;
+  c.intermediate_size = 4096;
+  return c;
+}
+
 struct Run {
   std::vector<float> out, dx;
   std::map<std::string, std::vector<float>> grads;
@@ -318,12 +329,7 @@ TEST_CASE("batch or sequence above the maximum: error names both numbers and the
 TEST_CASE("activation memory: runtime allocation matches the plan, each flag lowers it") {
   dskc_test::require_gpu();
   Context ctx;
-  LayerConfig c = base_cfg(DType::F16, true);
-  c.batch_size = 64;
-  c.max_seq_length = 128;
-  c.hidden_size = 1024;
-  c.heads = 16;
-  c.intermediate_size = 4096;
+  LayerConfig c = large_cfg(DType::F16, true, 64, 128);
   size_t none = 0;
   for (int f = 0; f < 5; ++f) {
     LayerConfig cf = c;
@@ -422,12 +428,7 @@ TEST_CASE("backward on two streams gives bitwise the results of one stream") {
                {"fp32 Pre-LN gelu_checkpoint", DType::F32, true, false, false, true}};
   for (const auto& k : cases) {
     INFO(k.name);
-    LayerConfig c = base_cfg(k.t, k.pre);
-    c.hidden_size = 1024;
-    c.heads = 16;
-    c.intermediate_size = 4096;
-    c.batch_size = 8;
-    c.max_seq_length = 128;
+    LayerConfig c = large_cfg(k.t, k.pre, 8, 128);
     c.attn_dropout_checkpoint = k.adc;
     c.normalize_invertible = k.inv;
     c.gelu_checkpoint = k.gelu;
@@ -445,13 +446,8 @@ TEST_CASE("backward on two streams gives bitwise the results of one stream") {
 TEST_CASE("timeline profiler: both streams, main-stream steps in order, same results") {
   dskc_test::require_gpu();
   Context ctx;
-  LayerConfig c = base_cfg(DType::F16, true);
-  c.hidden_size = 1024;
-  c.heads = 16;
-  c.intermediate_size = 4096;
-  c.batch_size = 8;
-  c.max_seq_length = 128;
   const int B = 8, S = 128;
+  const LayerConfig c = large_cfg(DType::F16, true, B, S);
   TransformerLayer layer(ctx, c);
   layer.set_params(init_layer_params(c, 3));
   const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
