@@ -2,7 +2,10 @@
 """dskc bench over the variants issue 5 asks about, for the BERT-Large layer at (64,128) and
 (16,512): default fp16 Pre-LN, stochastic_mode, Post-LN, bf16, each memory flag, all flags, tanh GELU.
 Prints one markdown table (median ms fwd/bwd/total over interleaved rounds, the least total, the
-difference from the default, activation MiB). Usage:
+spread of the totals (max - min over the rounds, % of the median), the difference from the default,
+activation MiB). The first variant also runs a second time at the end of every round ("... again"):
+the difference between those two rows is what the same code measures twice, the noise floor that a
+difference between variants has to exceed (--no-control leaves it out). Usage:
     python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--rounds 3]
         [--only "fp16 Pre-LN,bf16"] [--env "partials:DSKC_BIAS_GRAD=partials"]...
 --only keeps the named variants (the first one kept is the baseline of the last column); each --env
@@ -56,6 +59,8 @@ def main():
     ap.add_argument("--env", action="append", default=[],
                     help="NAME[@BASE]:VAR=V[,VAR=V]: one more variant, the default config (or variant BASE's) "
                          "under these variables")
+    ap.add_argument("--no-control", action="store_true",
+                    help="do not run the first variant a second time per round (the same-code control row)")
     args = ap.parse_args()
     variants = [(name, extra, {}) for name, extra in VARIANTS]
     for spec in args.env:
@@ -71,9 +76,12 @@ def main():
         if unknown:
             ap.error(f"unknown variants {unknown}")
         variants = [v for k in keep for v in variants if v[0] == k]
-    print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | vs {variants[0][0]} "
-          "| activation MiB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    if not args.no_control:
+        name, extra, env = variants[0]
+        variants.append((f"{name} again", extra, env))
+    print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | spread | "
+          f"vs {variants[0][0]} | activation MiB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes.split(","):
         b, s = map(int, shape.split("x"))
         runs = {name: [] for name, _, _ in variants}
@@ -93,9 +101,10 @@ def main():
                 print(f"| {b}x{s} | {name} | error: {errors.get(name, '?')} |")
                 continue
             fwd, bwd, tot = (statistics.median(r[i] for r in runs[name]) for i in range(3))
-            least = min(r[2] for r in runs[name])
+            totals = [r[2] for r in runs[name]]
+            spread = f"{100 * (max(totals) - min(totals)) / tot:.1f}%"
             rel = f"{100 * (tot / base - 1):+.1f}%" if base else "-"
-            print(f"| {b}x{s} | {name} | {fwd:.3f} | {bwd:.3f} | {tot:.3f} | {least:.3f} | {rel} | "
+            print(f"| {b}x{s} | {name} | {fwd:.3f} | {bwd:.3f} | {tot:.3f} | {min(totals):.3f} | {spread} | {rel} | "
                   f"{runs[name][0][3]:.1f} |", flush=True)
 
 
