@@ -6,7 +6,7 @@ spread of the totals (max - min over the rounds, % of the median), the differenc
 activation MiB). The first variant also runs a second time at the end of every round ("... again"):
 the difference between those two rows is what the same code measures twice, the noise floor that a
 difference between variants has to exceed (--no-control leaves it out). Usage:
-    python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--rounds 3]
+    python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--warmup N] [--rounds 3]
         [--only "fp16 Pre-LN,bf16"] [--env "partials:DSKC_BIAS_GRAD=partials"]...
 --only keeps the named variants (the first one kept is the baseline of the last column); each --env
 adds a variant: the default config (or variant BASE's) run with the given environment variables
@@ -35,10 +35,11 @@ VARIANTS = [
 ]
 
 
-def run_one(dskc, cfg, iters, env=None):
+def run_one(dskc, cfg, iters, env=None, warmup=None):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cfg, f)
-    r = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters)], capture_output=True, text=True,
+    cmd = [dskc, "bench", f.name, "--csv", "--iters", str(iters)] + (["--warmup", str(warmup)] if warmup else [])
+    r = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, **(env or {})))
     os.unlink(f.name)
     if r.returncode != 0:
@@ -51,6 +52,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dskc", default="build/dskc")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="untimed iterations per run before the timed ones (default: dskc bench's 10)")
     ap.add_argument("--shapes", default="64x128,16x512")
     ap.add_argument("--rounds", type=int, default=3,
                     help="each round runs every variant once (interleaved, so drifts of the GPU's speed hit all "
@@ -89,7 +92,7 @@ def main():
         for _ in range(args.rounds):
             for name, extra, env in variants:
                 cfg = dict(BASE, batch_size=b, max_seq_length=s, **extra)
-                res, err = run_one(args.dskc, cfg, args.iters, env)
+                res, err = run_one(args.dskc, cfg, args.iters, env, args.warmup)
                 if res is None:
                     errors[name] = err
                 else:
