@@ -59,19 +59,12 @@ std::vector<Profiler::Step> print_timeline(TransformerLayer& layer, const LayerC
   std::printf("timeline (mean of %d forward + backward calls, ms from the forward's start; events around every "
               "step add small gaps):\n", n_it);
   std::printf("  %-6s %8s %8s %8s  %s\n", "stream", "start", "end", "ms", "step");
-  std::vector<std::pair<double, double>> on_main, on_side;
-  double wall = 0;
-  for (const Profiler::Step& s : steps) {
+  for (const Profiler::Step& s : steps)
     std::printf("  %-6s %8.4f %8.4f %8.4f  %s\n", s.side ? "side" : "main", s.start, s.end, s.end - s.start,
                 s.name.c_str());
-    (s.side ? on_side : on_main).push_back({s.start, s.end});
-    wall = std::max(wall, s.end);
-  }
-  std::vector<std::pair<double, double>> both = on_main;
-  both.insert(both.end(), on_side.begin(), on_side.end());
-  const double bm = busy_time(on_main), bs = busy_time(on_side), bb = busy_time(both);
+  const StreamBusy b = stream_busy(steps);
   std::printf("  wall %.4f ms: main stream busy %.4f (idle %.4f), side stream busy %.4f, both at once %.4f, "
-              "neither %.4f\n", wall, bm, wall - bm, bs, bm + bs - bb, wall - bb);
+              "neither %.4f\n", b.wall, b.main, b.wall - b.main, b.side, b.both, b.wall - (b.main + b.side - b.both));
   return steps;
 }
 }  // namespace

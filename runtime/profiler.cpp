@@ -107,6 +107,20 @@ double busy_time(std::vector<std::pair<double, double>> iv) {
   return busy;
 }
 
+StreamBusy stream_busy(const std::vector<Profiler::Step>& steps) {
+  std::vector<std::pair<double, double>> on_main, on_side;
+  StreamBusy r;
+  for (const Profiler::Step& s : steps) {
+    (s.side ? on_side : on_main).push_back({s.start, s.end});
+    r.wall = std::max(r.wall, s.end);
+  }
+  r.main = busy_time(on_main);
+  r.side = busy_time(on_side);
+  on_main.insert(on_main.end(), on_side.begin(), on_side.end());
+  r.both = r.main + r.side - busy_time(on_main);
+  return r;
+}
+
 std::string chrome_trace_json(const std::vector<Profiler::Step>& steps, const std::string& title) {
   using nlohmann::json;
   json events = json::array();

@@ -59,6 +59,12 @@ class Profiler {
 // Busy time of a set of [start, end) intervals (their union), in the intervals' unit.
 double busy_time(std::vector<std::pair<double, double>> intervals);
 
+// A timeline's streams: the wall (the last step's end), each stream's busy time and both at once.
+struct StreamBusy {
+  double wall = 0, main = 0, side = 0, both = 0;
+};
+StreamBusy stream_busy(const std::vector<Profiler::Step>& steps);
+
 // A timeline as a Chrome trace (the JSON object format of chrome://tracing and Perfetto): one
 // complete event ("ph": "X", microseconds) per step on thread 0 ("main stream") or 1 ("side
 // stream") of process 0, named by `title`.

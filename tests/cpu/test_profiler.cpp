@@ -21,6 +21,19 @@ TEST_CASE("busy_time is the length of the union of the intervals") {
   CHECK(busy_time({{0.0, 10.0}, {2.0, 3.0}, {9.0, 12.0}, {20.0, 21.0}}) == doctest::Approx(13.0));
 }
 
+TEST_CASE("stream_busy: the wall, each stream's busy time and the overlap of the two") {
+  const std::vector<dskc::Profiler::Step> steps = {{"a", false, 0.0, 1.0},
+                                                   {"b", false, 1.5, 3.0},
+                                                   {"w", true, 0.5, 2.0},
+                                                   {"v", true, 2.5, 4.0}};
+  const dskc::StreamBusy b = dskc::stream_busy(steps);
+  CHECK(b.wall == doctest::Approx(4.0));
+  CHECK(b.main == doctest::Approx(2.5));
+  CHECK(b.side == doctest::Approx(3.0));
+  CHECK(b.both == doctest::Approx(1.5));  // [0.5, 1] + [1.5, 2] + [2.5, 3]
+  CHECK(dskc::stream_busy({}).wall == 0.0);
+}
+
 TEST_CASE("chrome_trace_json: one complete event per step in microseconds, a thread per stream") {
   std::vector<dskc::Profiler::Step> steps = {{"layernorm_fwd_norm", false, 0.0079, 0.0342},
                                              {"gemm_output_wgrad", true, 0.5910, 0.7204},

@@ -493,11 +493,7 @@ TEST_CASE("timeline profiler: both streams, main-stream steps in order, same res
   CHECK(steps.front().name == "layernorm_fwd_norm");
   CHECK_FALSE(steps.front().side);
   // The side stream's weight gradients run next to the main stream's steps, not after them.
-  std::vector<std::pair<double, double>> on_main, on_side, all;
-  for (const auto& s : steps) (s.side ? on_side : on_main).push_back({s.start, s.end});
-  all = on_main;
-  all.insert(all.end(), on_side.begin(), on_side.end());
-  CHECK(busy_time(on_main) + busy_time(on_side) - busy_time(all) > 0.01);
+  CHECK(stream_busy(steps).both > 0.01);
   // dskc bench --trace: every step as a complete event on its stream's thread.
   const auto trace = nlohmann::json::parse(chrome_trace_json(steps, "test"));
   size_t events = 0, on_side_thread = 0;
