@@ -3,7 +3,8 @@
 (16,512): default fp16 Pre-LN, stochastic_mode, Post-LN, bf16, each memory flag, all flags, tanh GELU.
 Prints one markdown table (median ms fwd/bwd/total over interleaved rounds, the least total, the
 spread of the totals (max - min over the rounds, % of the median), the difference from the default,
-activation MiB). The first variant also runs a second time at the end of every round ("... again"):
+activation MiB, the median of the runs' mean SM clock during their timed iterations: dskc bench's NVML
+column, nan without NVML). The first variant also runs a second time at the end of every round ("... again"):
 the difference between those two rows is what the same code measures twice, the noise floor that a
 difference between variants has to exceed (--no-control leaves it out). Usage:
     python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--warmup N] [--rounds 3]
@@ -45,7 +46,8 @@ def run_one(dskc, cfg, iters, env=None, warmup=None):
     if r.returncode != 0:
         return None, r.stderr.strip()[:80]
     v = r.stdout.strip().split(",")
-    return (float(v[5]), float(v[6]), float(v[7]), float(v[9])), None
+    mhz = float(v[10]) if len(v) > 10 else float("nan")  # mean SM clock of the timed iterations (NVML)
+    return (float(v[5]), float(v[6]), float(v[7]), float(v[9]), mhz), None
 
 
 def main():
@@ -83,8 +85,8 @@ def main():
         name, extra, env = variants[0]
         variants.append((f"{name} again", extra, env))
     print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | spread | "
-          f"vs {variants[0][0]} | activation MiB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          f"vs {variants[0][0]} | activation MiB | SM MHz |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes.split(","):
         b, s = map(int, shape.split("x"))
         runs = {name: [] for name, _, _ in variants}
@@ -107,8 +109,9 @@ def main():
             totals = [r[2] for r in runs[name]]
             spread = f"{100 * (max(totals) - min(totals)) / tot:.1f}%"
             rel = f"{100 * (tot / base - 1):+.1f}%" if base else "-"
+            mhz = statistics.median(r[4] for r in runs[name])
             print(f"| {b}x{s} | {name} | {fwd:.3f} | {bwd:.3f} | {tot:.3f} | {min(totals):.3f} | {spread} | {rel} | "
-                  f"{runs[name][0][3]:.1f} |", flush=True)
+                  f"{runs[name][0][3]:.1f} | {mhz:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

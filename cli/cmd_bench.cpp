@@ -1,5 +1,6 @@
 // `dskc bench`: times a layer's forward and backward on the GPU with CUDA events (warm-up first,
-// median of many iterations) and prints ms, TFLOP/s and activation MiB per layer.
+// median of many iterations) and prints ms, TFLOP/s and activation MiB per layer, with the SM clock
+// and board power NVML saw during the timed iterations (runtime/gpu_monitor.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "compiler/fileio.h"
 #include "runtime/context.h"
 #include "runtime/driver.h"
+#include "runtime/gpu_monitor.h"
 #include "runtime/host_tensor.h"
 #include "runtime/layer_flops.h"
 #include "runtime/layer_params.h"
@@ -114,7 +116,11 @@ int cmd_bench(const Args& args) {
   upload(ctx, dy.ptr(), hx, t);
   Events fe, be;
   std::vector<double> f_ms, b_ms;
+  char bus[64] = {};
+  DSKC_CU(cuDeviceGetPCIBusId(bus, sizeof(bus), ctx.cu_device()));
+  GpuMonitor monitor(bus);
   for (int i = 0; i < n_wu + n_it; ++i) {
+    if (i == n_wu) monitor.start();
     DSKC_CU(cuEventRecord(fe.a, ctx.stream()));
     layer.forward(x.ptr(), 0, y.ptr(), B, S, static_cast<uint32_t>(i));
     DSKC_CU(cuEventRecord(fe.b, ctx.stream()));
@@ -129,6 +135,7 @@ int cmd_bench(const Args& args) {
     }
   }
   ctx.synchronize();
+  const GpuMonitorSummary gpu = monitor.stop();
   if (profile) {
     Profiler prof;
     layer.set_profiler(&prof);
@@ -158,8 +165,13 @@ int cmd_bench(const Args& args) {
   const double tflops = flops / ((fm + bm) * 1e-3) / 1e12;
   const double act_mib = layer.plan().activation_bytes(B, S) / 1048576.0;
   if (csv) {
-    std::printf("%d,%d,%d,%s,%s,%.4f,%.4f,%.4f,%.1f,%.2f\n", B, S, cfg.hidden_size, dtype_name(t),
-                cfg.pre_layer_norm ? "pre" : "post", fm, bm, fm + bm, tflops, act_mib);
+    // ..., activation MiB, then the timed iterations' mean SM clock (MHz) and board power (W): nan
+    // where NVML is not available
+    std::printf("%d,%d,%d,%s,%s,%.4f,%.4f,%.4f,%.1f,%.2f,%s,%s\n", B, S, cfg.hidden_size, dtype_name(t),
+                cfg.pre_layer_norm ? "pre" : "post", fm, bm, fm + bm, tflops, act_mib,
+                gpu.available && gpu.samples ? fmt::format("{:.0f}", gpu.sm_mhz_mean).c_str() : "nan",
+                gpu.available && gpu.samples && gpu.power_w_mean > 0 ? fmt::format("{:.0f}", gpu.power_w_mean).c_str()
+                                                                     : "nan");
     return 0;
   }
   std::printf("dskc bench on %s: hidden %d, heads %d, intermediate %d, %s, %s%s\n", ctx.device_name().c_str(),
@@ -169,6 +181,7 @@ int cmd_bench(const Args& args) {
   std::printf("| batch | seq | forward ms | backward ms | total ms | TFLOP/s | activation MiB |\n");
   std::printf("|------:|----:|-----------:|------------:|---------:|--------:|---------------:|\n");
   std::printf("| %5d | %3d | %10.3f | %11.3f | %8.3f | %7.1f | %14.1f |\n", B, S, fm, bm, fm + bm, tflops, act_mib);
+  std::printf("%s\n", describe_gpu_state(gpu).c_str());
   return 0;
 }
 

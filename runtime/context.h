@@ -56,6 +56,7 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int device() const { return device_; }
+  CUdevice cu_device() const { return cu_device_; }
   std::string device_name() const;
   CUstream stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }

@@ -1,9 +1,11 @@
 // runtime/profiler.h's host-side parts: busy_time, the union of a timeline's intervals (dskc bench
-// --timeline reports it per stream and for both streams together), and chrome_trace_json (--trace).
+// --timeline reports it per stream and for both streams together), chrome_trace_json (--trace), and
+// gpu_monitor.h's summary of the GPU clock and power.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/gpu_monitor.h"
 #include "runtime/profiler.h"
 
 using dskc::busy_time;
@@ -60,4 +62,41 @@ TEST_CASE("chrome_trace_json: one complete event per step in microseconds, a thr
   CHECK(x[1].at("dur").get<double>() == doctest::Approx(129.4));
   CHECK(x[2].at("tid") == 0);
   for (const auto& e : x) CHECK(e.at("pid") == 0);
+}
+
+// runtime/gpu_monitor.h: what dskc bench says about the GPU's clock and power during the timed
+// iterations (the summary and its line are pure; NVML itself is only on GPU machines).
+TEST_CASE("summarize_samples: means, extremes and every clock-slowdown reason of the samples") {
+  using dskc::GpuSample;
+  const std::vector<GpuSample> s = {{0, 1980, 300.0, 0x1}, {5, 1500, 690.0, 0x4}, {10, 1530, 700.0, 0x4 | 0x20}};
+  const dskc::GpuMonitorSummary r = dskc::summarize_samples(s, 700.0);
+  CHECK(r.available);
+  CHECK(r.samples == 3);
+  CHECK(r.sm_mhz_mean == doctest::Approx(1670.0));
+  CHECK(r.sm_mhz_min == 1500);
+  CHECK(r.sm_mhz_max == 1980);
+  CHECK(r.power_w_mean == doctest::Approx(563.333333));
+  CHECK(r.power_limit_w == 700.0);
+  CHECK(r.reasons == (0x1 | 0x4 | 0x20));
+  CHECK(dskc::clock_reason_names(r.reasons) == "sw power cap, sw thermal slowdown");
+  const std::string line = dskc::describe_gpu_state(r);
+  CHECK(line == "GPU during the timed iterations (3 samples): SM clock 1670 MHz mean (1500-1980), power 563 W mean "
+                "(limit 700 W), clock lowered by: sw power cap, sw thermal slowdown");
+  // idle and the application clock setting are not slowdowns
+  CHECK(dskc::clock_reason_names(0x1 | 0x2).empty());
+  CHECK(dskc::describe_gpu_state(dskc::summarize_samples({{0, 1980, 0.0, 0x1}}, 0)) ==
+        "GPU during the timed iterations (1 samples): SM clock 1980 MHz mean (1980-1980), no clock slowdown reported");
+  CHECK(dskc::describe_gpu_state(dskc::summarize_samples({}, 0)).find("no sample") != std::string::npos);
+}
+
+TEST_CASE("GpuMonitor without NVML for the device says why and records nothing") {
+  // No GPU here (and on a GPU machine no device has this bus id): never available, start/stop harmless.
+  dskc::GpuMonitor m("0000:FF:1F.7");
+  CHECK_FALSE(m.available());
+  m.start();
+  const dskc::GpuMonitorSummary r = m.stop();
+  CHECK_FALSE(r.available);
+  CHECK_FALSE(r.why.empty());
+  CHECK(m.samples().empty());
+  CHECK(dskc::describe_gpu_state(r) == "GPU clock and power: not read (" + r.why + ")");
 }
