@@ -2,15 +2,8 @@
 # Session 34, call 1 (bench/NOTES.md v31): build; the DSKC_GELU_EPI=regs GPU test; gemm_inter_fwd's
 # profile line pass / regs; the layer A/B with the control row; the warm-up A/B (10 vs 300 untimed
 # iterations, clocks read around each run); ncu of the forward gemm_sm90 kernels.
-set -u
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-export DSKC_CACHE_DIR=$PWD/build-gpu/cache
-L128=examples/bert_large_layer.json; L512=examples/bert_large_layer_seq512.json
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-el configure
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-el build
-ninja -C build-gpu dskc gpu_test_layer_numerics > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+. "$(dirname "$0")/common.sh"
+build_gpu dskc gpu_test_layer_numerics
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv
 el "GPU test: DSKC_GELU_EPI=regs bitwise"
 timeout 240 build-gpu/tests/gpu_test_layer_numerics -tc="*DSKC_GELU_EPI*" > "$OUT/test_regs.log" 2>&1; rc=$?

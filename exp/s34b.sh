@@ -2,16 +2,10 @@
 # Session 34, call 2 (bench/NOTES.md v31): the power limit and clocks; dskc bench's NVML line; the
 # warm-up curve (untimed iterations before the 50 timed ones, 3 s of idle between runs); the layer
 # matrix and the side-by-side comparison after 10 and after 300 warm-up iterations.
-set -u
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-export DSKC_CACHE_DIR=$PWD/build-gpu/cache
-L128=examples/bert_large_layer.json; L512=examples/bert_large_layer_seq512.json
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+. "$(dirname "$0")/common.sh"
 nvidia-smi -q -d POWER,CLOCK,PERFORMANCE > "$OUT/smi_q.txt" 2>&1
 grep -E "Current Power Limit|Requested Power Limit|Default Power Limit|Max Power Limit|Min Power Limit|Power Draw|SM  |Max Clocks|SW Power Cap|HW Slowdown|Thermal" "$OUT/smi_q.txt" | head -30
-el build
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-ninja -C build-gpu dskc > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+build_gpu dskc
 el "bench table mode"
 build-gpu/dskc bench $L128 --iters 50
 build-gpu/dskc bench $L128 --iters 50 --warmup 300 | tail -2

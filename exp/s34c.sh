@@ -2,13 +2,8 @@
 # Session 34, call 3 (bench/NOTES.md v31): the layer's implementation choices A/B'd again in the
 # sustained (power-capped) state: 300 untimed iterations before each run's 30 timed ones, where
 # the spread of one variant over the rounds is <1% (call 2), three interleaved rounds.
-set -u
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-export DSKC_CACHE_DIR=$PWD/build-gpu/cache
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-el build
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-ninja -C build-gpu dskc > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+. "$(dirname "$0")/common.sh"
+build_gpu dskc
 el "sustained A/B"
 envs=("1 stream:DSKC_LAYER_STREAMS=1" "linear cublas:DSKC_LINEAR_GEMM=cublas" "ffn cublas:DSKC_FFN_GEMM=cublas"
       "ffn sm90:DSKC_FFN_GEMM=sm90" "output fused:DSKC_OUTPUT_GEMM=fused" "dgrad sm90:DSKC_DGRAD_GEMM=sm90"
