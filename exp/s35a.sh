@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Prepared in session 34 for the next GPU session (branch wip/gemm-cluster-multicast, bench/NOTES.md
-# "After v31"): DSKC_GEMM_CLUSTER=2's GPU test (bitwise against single-CTA blocks) under a timeout (a
+# Prepared in session 34 for the next GPU session (bench/NOTES.md "After v31"): every gemm_sm90 GPU
+# test (the default path included) and DSKC_GEMM_CLUSTER=2's (bitwise against single-CTA blocks) under a timeout (a
 # cluster pipeline bug hangs rather than fails), a memcheck at partial tiles, the gemm_sm90 profile
 # lines, and the layer A/B with the control row in both states (burst: 10 warm-up iterations;
 # sustained: 300), with the cuBLASLt forward GEMMs as the third variant.
 . "$(dirname "$0")/common.sh"
 build_gpu dskc gpu_test_layer_numerics
-el "GPU test: DSKC_GEMM_CLUSTER=2 bitwise"
-timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="*DSKC_GEMM_CLUSTER*" > "$OUT/test_cluster.log" 2>&1; rc=$?
+el "GPU tests: every gemm_sm90 case (the default path's tile indexing changed with the option), DSKC_GEMM_CLUSTER=2 bitwise"
+timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="gemm_sm90*" > "$OUT/test_cluster.log" 2>&1; rc=$?
 echo "rc=$rc"; tail -3 "$OUT/test_cluster.log"; [ $rc = 0 ] || { grep -B2 -A6 ERROR "$OUT/test_cluster.log" | head -40; exit 1; }
 el "memcheck cluster 3x77"
 DSKC_GEMM_CLUSTER=2 DSKC_FFN_GEMM=sm90 DSKC_DGRAD_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck \
