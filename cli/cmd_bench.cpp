@@ -75,8 +75,8 @@ int cmd_bench(const Args& args) {
   ArgParser p("bench", "Time one layer's forward and backward on the GPU (CUDA events, median of --iters after "
                        "--warmup) and print ms, TFLOP/s (2 FLOPs per multiply-add; backward = 2x forward), "
                        "activation MiB per layer, and the SM clock and board power NVML saw during the timed "
-                       "iterations (a power-limited GPU such as the H200 holds its boost clock for the first ~50 ms of load only: "
-                       "--warmup 300 measures the sustained state).");
+                       "iterations (a power-limited GPU such as the H200 holds its boost clock for the first ~50 ms "
+                       "of load only: --warmup 300 measures the sustained state).");
   LayerArgs la;
   la.add_to(p);
   std::optional<int> batch, seq, iters, warmup;

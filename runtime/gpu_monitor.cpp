@@ -92,7 +92,8 @@ std::string clock_reason_names(uint64_t reasons) {
 }
 
 std::string describe_gpu_state(const GpuMonitorSummary& s) {
-  if (!s.available) return "GPU clock and power: not read (" + (s.why.empty() ? std::string("NVML unavailable") : s.why) + ")";
+  if (!s.available)
+    return "GPU clock and power: not read (" + (s.why.empty() ? std::string("NVML unavailable") : s.why) + ")";
   if (s.samples == 0) return "GPU clock and power: no sample (the timed iterations took less than one sampling period)";
   std::string out = fmt::format("GPU during the timed iterations ({} samples): SM clock {:.0f} MHz mean ({}-{})",
                                 s.samples, s.sm_mhz_mean, s.sm_mhz_min, s.sm_mhz_max);

@@ -173,7 +173,8 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     sm90::tma_prefetch_descriptor(&p.b);
   }
   __syncthreads();
-  if constexpr (kCluster > 1) sm90::cluster_sync();  // every CTA's barriers exist before any multicast or remote arrival
+  // every CTA's barriers exist before any multicast or remote arrival
+  if constexpr (kCluster > 1) sm90::cluster_sync();
   // Release of stage s by a math warpgroup: in every CTA of the cluster (their producers write into it).
   auto release = [&](int s) {
     if constexpr (kCluster == 1) {
