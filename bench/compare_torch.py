@@ -9,6 +9,8 @@ Prints a markdown table with ms per layer and the ratios to dskc, plus activatio
 --rounds R times every column of a row R times, one after the other (eager, compiled, dskc, dskc all
 flags, then again), and prints each column's median: single runs of one process differ by up to ~5%
 on the H200.
+The last column is the mean SM clock of each side's timed iterations (NVML; bench/nvml_clock.py for
+torch, dskc bench's own reading for dskc): --warmup 300 compares the sustained, power-capped state.
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
 dskc config gelu_approximation "tanh", whose GELU runs in cuBLASLt's GEMM epilogues).
 """
@@ -22,6 +24,8 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
+
+from nvml_clock import SmClock
 
 
 class BertLayer(torch.nn.Module):
@@ -70,16 +74,17 @@ def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
         layer(x, mask).backward(dy)
     torch.cuda.synchronize()
     fwd, bwd = [], []
-    for _ in range(iters):
-        e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-        e[0].record()
-        y = layer(x, mask)
-        e[1].record()
-        y.backward(dy)
-        e[2].record()
-        torch.cuda.synchronize()
-        fwd.append(e[0].elapsed_time(e[1]))
-        bwd.append(e[1].elapsed_time(e[2]))
+    with SmClock(torch.cuda.current_device()) as clock:  # the SM clock of the timed iterations
+        for _ in range(iters):
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            e[0].record()
+            y = layer(x, mask)
+            e[1].record()
+            y.backward(dy)
+            e[2].record()
+            torch.cuda.synchronize()
+            fwd.append(e[0].elapsed_time(e[1]))
+            bwd.append(e[1].elapsed_time(e[2]))
     fwd.sort()
     bwd.sort()
     # Activation memory: bytes alive after forward that backward frees.
@@ -89,7 +94,7 @@ def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
     y = layer(x, mask)
     held = torch.cuda.memory_allocated() - base - y.numel() * y.element_size()
     y.backward(dy)
-    return fwd[len(fwd) // 2], bwd[len(bwd) // 2], held / 2**20
+    return fwd[len(fwd) // 2], bwd[len(bwd) // 2], held / 2**20, clock.mhz
 
 
 def run_dskc(dskc, b, s, pre, iters, warmup, extra):
@@ -106,7 +111,8 @@ def run_dskc(dskc, b, s, pre, iters, warmup, extra):
         sys.stderr.write(out.stderr)
         return None
     v = out.stdout.strip().split(",")
-    return float(v[5]), float(v[6]), float(v[9])
+    mhz = float(v[10]) if len(v) > 10 else float("nan")  # dskc bench's NVML clock of its timed iterations
+    return float(v[5]), float(v[6]), float(v[9]), mhz
 
 
 def median_run(runs):
@@ -142,30 +148,34 @@ def main():
                 fused = BertLayer(1024, 16, 4096, pre, sdpa=True, gelu=gelu).cuda().half().train()
                 compiled = torch.compile(fused)
             flags = dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True)
-            e_ms, c_ms, d_runs, dall_runs = [], [], [], []
+            e_ms, c_ms, d_runs, dall_runs, e_mhz, c_mhz = [], [], [], [], [], []
             for _ in range(args.rounds):
-                ef, eb, em = time_layer(layer, b, s, 1024, args.iters, args.warmup)
+                ef, eb, em, emhz = time_layer(layer, b, s, 1024, args.iters, args.warmup)
                 e_ms.append(ef + eb)
+                e_mhz.append(emhz)
                 if compiled is None:
-                    cf = cb = cm = float("nan")
+                    cf = cb = cm = cmhz = float("nan")
                 else:
-                    cf, cb, cm = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
+                    cf, cb, cm, cmhz = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
                 c_ms.append(cf + cb)
+                c_mhz.append(cmhz)
                 d_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra))
                 dall_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags))
             rows.append((b, s, ln, gelu, statistics.median(e_ms), statistics.median(c_ms), median_run(d_runs),
-                         median_run(dall_runs), em, cm))
+                         median_run(dall_runs), em, cm, statistics.median(e_mhz), statistics.median(c_mhz)))
             del layer, compiled
             torch.cuda.empty_cache()
     print()
     print("| batch | seq | LN | GELU | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "
-          "compile/dskc | MiB eager | MiB compile | MiB dskc | MiB dskc all flags |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for b, s, ln, gelu, e, c, d, dall, em, cm in rows:
+          "compile/dskc | MiB eager | MiB compile | MiB dskc | MiB dskc all flags | SM MHz eager / compile / dskc |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for b, s, ln, gelu, e, c, d, dall, em, cm, emhz, cmhz in rows:
         dt = d[0] + d[1] if d else float("nan")
         dat = dall[0] + dall[1] if dall else float("nan")
+        dmhz = d[3] if d else float("nan")
         print(f"| {b} | {s} | {ln} | {gelu} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} | "
-              f"{em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | {dall[2] if dall else float('nan'):.0f} |")
+              f"{em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | {dall[2] if dall else float('nan'):.0f} | "
+              f"{emhz:.0f} / {cmhz:.0f} / {dmhz:.0f} |")
 
 
 if __name__ == "__main__":
