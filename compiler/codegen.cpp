@@ -75,8 +75,6 @@ std::string emit_config_header(const LayerPlan& plan) {
   o << fmt::format("constexpr bool kLinearGemmSm90 = {};  // {}\n", plan.linear_gemm_sm90,
                    plan.linear_gemm_sm90 ? "the forward's QKV, attention-output and output GEMMs are gemm_sm90 kernels"
                                          : "the forward's QKV, attention-output and output GEMMs run in cuBLASLt");
-  o << fmt::format("constexpr int kGemmCluster = {};  // gemm_sm90: CTAs per cluster{}\n", plan.gemm_sm90_cluster,
-                   plan.gemm_sm90_cluster > 1 ? " (B tiles shared by TMA multicast)" : "");
   o << fmt::format("constexpr bool kGeluInGemm = {};  // {}\n", plan.gelu_in_gemm,
                    plan.gelu_in_gemm ? "tanh GELU in cuBLASLt's GELU_AUX_BIAS / DGELU GEMM epilogues (no bias_gelu kernels)"
                                      : "GELU by bias_gelu_fwd / bias_gelu_bwd");
@@ -224,12 +222,8 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
     o << fmt::format("static_assert(sizeof({}) == {}, \"{} must match runtime/kernel_params.h\");\n", k.params_type,
                      params_bytes(k.params_type), k.params_type);
     const std::string bounds = k.min_blocks.empty() ? std::to_string(k.block) : fmt::format("{}, {}", k.block, k.min_blocks);
-    if (k.cluster > 1)
-      o << fmt::format("static_assert(kGemmCluster == {}, \"dskc plan and template disagree on {}'s cluster size\");\n",
-                       k.cluster, k.name);
-    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}){} {}(const {}{} p) {{\n  {}(p);\n}}\n", bounds,
-                     k.cluster > 1 ? fmt::format(" __cluster_dims__({}, 1, 1)", k.cluster) : std::string(), k.name,
-                     k.grid_constant ? "__grid_constant__ " : "", k.params_type, k.instantiation);
+    o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const {}{} p) {{\n  {}(p);\n}}\n", bounds,
+                     k.name, k.grid_constant ? "__grid_constant__ " : "", k.params_type, k.instantiation);
     m.kernel_names.push_back(k.name);
   }
   m.source = o.str();

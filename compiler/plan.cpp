@@ -214,12 +214,6 @@ GeluPath gelu_path_from_env() {
                     "where the layer allows) or \"kernel\" (bias_gelu_fwd / bias_gelu_bwd)");
 }
 
-int gemm_cluster_from_env() {
-  return env_choice("DSKC_GEMM_CLUSTER", 1, {{"1", 1}, {"2", 2}},
-                    "\"1\" (each gemm_sm90 block loads its own A and B tiles) or \"2\" (clusters of two blocks on "
-                    "vertically adjacent tiles share each B tile by TMA multicast)");
-}
-
 DgradGemm dgrad_gemm_from_env() {
   return env_choice("DSKC_DGRAD_GEMM", kDgradGemmDefault, {{"cublas", DgradGemm::Cublas}, {"sm90", DgradGemm::Sm90}},
                     "\"cublas\" (the backward's data-gradient GEMMs in cuBLASLt) or \"sm90\" (on Hopper the "
@@ -360,7 +354,6 @@ struct Builder {
     k.dynamic_smem = gemm_sm90_smem_bytes(two_regions);
     k.smem_check = "GemmSm90Tile::smem_bytes(GemmEpi::" + epi + ")";
     k.grid_constant = true;
-    k.cluster = plan.gemm_sm90_cluster;
     plan.kernels.push_back(k);
   }
   // weight_transpose (templates/weight_transpose.cuh): out [cols, rows] = Wᵀ of the weight W [rows, cols]
@@ -446,8 +439,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.ffn_gemm_sm90 = ffn_src != FfnGemm::Cublas && epi && ffn_gemm_sm90_supported(c, opt.arch);
   plan.ffn_gemm_sm90_bwd = plan.ffn_gemm_sm90 && ffn_src == FfnGemm::Sm90 && train;
   if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
-  plan.gemm_sm90_cluster = opt.gemm_cluster == 0 ? gemm_cluster_from_env() : opt.gemm_cluster;
-  DSKC_ASSERT(plan.gemm_sm90_cluster == 1 || plan.gemm_sm90_cluster == 2, "PlanOptions::gemm_cluster is 0, 1 or 2");
   const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
   const LinearGemm linear_src = opt.linear_gemm == LinearGemm::FromEnvironment ? linear_gemm_from_env() : opt.linear_gemm;
   plan.linear_gemm_sm90 = linear_src == LinearGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);

@@ -60,9 +60,6 @@ struct KernelInfo {
   // The params struct is a __grid_constant__ kernel parameter (it holds TMA descriptors, which
   // must live in the parameter space).
   bool grid_constant = false;
-  // CTAs per thread-block cluster (> 1: __cluster_dims__(cluster, 1, 1); the runtime's grid is a
-  // multiple of it). gemm_sm90 with DSKC_GEMM_CLUSTER=2.
-  int cluster = 1;
 };
 
 // Tokens: B·S·width elements; Scores: B·S·heads·padded S; RowStats: B·S; RowTiles: partial-sum
@@ -183,10 +180,6 @@ struct LayerPlan {
   // (bench/NOTES.md v17, v18 have the measurements behind the default).
   bool ffn_gemm_sm90 = false;
   bool ffn_gemm_sm90_bwd = false;
-  // CTAs per cluster of every gemm_sm90 kernel (DSKC_GEMM_CLUSTER: 1, or 2 = the two CTAs of a
-  // cluster take vertically adjacent 128-row tiles of one 128-column block and load half of the
-  // shared B tile each, multicast to both by TMA: a quarter less L2 -> SM operand traffic).
-  int gemm_sm90_cluster = 1;
   // The forward's other linear GEMMs as gemm_sm90 kernels with plain epilogues (sm_90, fp16/bf16,
   // hidden_size % 128 == 0, intermediate_size % 64 == 0): gemm_qkv_fwd (+ attn_qkvb),
   // gemm_attn_out_fwd and gemm_output_fwd (their biases stay in the next row kernel), instead of
@@ -318,8 +311,6 @@ struct PlanOptions {
   AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
   OutputGemm output_gemm = OutputGemm::FromEnvironment;
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
-  // CTAs per gemm_sm90 cluster (1 or 2; 0: DSKC_GEMM_CLUSTER, default 1).
-  int gemm_cluster = 0;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -343,9 +334,6 @@ AttnBitsBwd attn_bits_bwd_from_env();
 // Reads DSKC_OUTPUT_GEMM (unset, "", "separate" -> Separate; "fused" -> Fused); any other value is an
 // Error(Config) naming the variable.
 OutputGemm output_gemm_from_env();
-// Reads DSKC_GEMM_CLUSTER (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config) naming
-// the variable.
-int gemm_cluster_from_env();
 // Reads DSKC_DGRAD_GEMM (unset, "" -> kDgradGemmDefault; "cublas", "sm90"); any other value is an
 // Error(Config) naming the variable.
 DgradGemm dgrad_gemm_from_env();

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Prepared in session 34 for the next GPU session (bench/NOTES.md "After v31"): every gemm_sm90 GPU
-# test (the default path included) and DSKC_GEMM_CLUSTER=2's (bitwise against single-CTA blocks) under a timeout (a
+# Prepared in session 34 for the next GPU session (bench/NOTES.md "After v31"): applies
+# exp/gemm_cluster.patch (DSKC_GEMM_CLUSTER), then every gemm_sm90 GPU test (the default path included) and DSKC_GEMM_CLUSTER=2's (bitwise against single-CTA blocks) under a timeout (a
 # cluster pipeline bug hangs rather than fails), a memcheck at partial tiles, the gemm_sm90 profile
 # lines, and the layer A/B with the control row in both states (burst: 10 warm-up iterations;
 # sustained: 300), with the cuBLASLt forward GEMMs as the third variant.
 . "$(dirname "$0")/common.sh"
+git apply exp/gemm_cluster.patch 2>/dev/null || patch -p1 -N < exp/gemm_cluster.patch || { echo "exp/gemm_cluster.patch does not apply"; exit 1; }
 build_gpu dskc gpu_test_layer_numerics
 el "GPU tests: every gemm_sm90 case (the default path's tile indexing changed with the option), DSKC_GEMM_CLUSTER=2 bitwise"
 timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="gemm_sm90*" > "$OUT/test_cluster.log" 2>&1; rc=$?

@@ -292,11 +292,8 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
     case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + kReduceTileCols - 1) / kReduceTileCols);
     case GridKind::FlashTiles: return static_cast<unsigned>((seq_ + k.rows_per_block - 1) / k.rows_per_block);
     case GridKind::Persistent: {
-      // Clusters of k.cluster blocks take k.cluster vertically adjacent row tiles of one column block
-      // (gemm_sm90 with DSKC_GEMM_CLUSTER=2): the grid is a whole number of clusters.
-      const int64_t row_tiles = (rows + k.rows_per_block - 1) / k.rows_per_block;
-      const int64_t items = (row_tiles + k.cluster - 1) / k.cluster * (k.cols / k.tile_cols);
-      return static_cast<unsigned>(k.cluster * std::min<int64_t>(items, sm_count_ / k.cluster));
+      const int64_t tiles = (rows + k.rows_per_block - 1) / k.rows_per_block * (k.cols / k.tile_cols);
+      return static_cast<unsigned>(std::min<int64_t>(tiles, sm_count_));
     }
     case GridKind::Fixed: return static_cast<unsigned>(k.grid_x);
   }
@@ -339,7 +336,7 @@ kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, 
   const DType t = plan_.cfg.dtype();
   kp::GemmSm90 g{};
   g.a = tma_kmajor_128b(a, t, rows, k, k, kGemmSm90BlockM);
-  g.b = tma_kmajor_128b(b, t, n, k, k, kGemmSm90BlockN / plan_.gemm_sm90_cluster);  // a cluster's share
+  g.b = tma_kmajor_128b(b, t, n, k, k, kGemmSm90BlockN);
   if (out) g.out = tma_kmajor_128b(out, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (gelu) g.gelu = tma_kmajor_128b(gelu, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (pre) g.pre = tma_kmajor_128b(pre, t, rows, n, n, kGemmSm90EpiBoxRows);

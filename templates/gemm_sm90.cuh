@@ -138,14 +138,6 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   constexpr bool kRegSplit = kEpi == GemmEpi::kBiasDropoutResidual;
   constexpr int kProducerRegs = 40, kMathRegs = 232;
   constexpr int kEpiBytes = G::epi_bytes(kEpi);
-  // DSKC_GEMM_CLUSTER=2: the two CTAs of a cluster take vertically adjacent row tiles of one column
-  // block (work item = a cluster's kCluster row tiles), so they read the same B tile: each loads
-  // kBlockN / kCluster of its rows and multicasts them to both. A stage is refilled only when the
-  // math warpgroups of every CTA of the cluster have released it (empty barriers count kCluster
-  // arrivals, one from each CTA). Both CTAs walk the same items, so their stages stay in step.
-  constexpr int kCluster = kGemmCluster;
-  static_assert(kCluster == 1 || kCluster == 2, "gemm_sm90 clusters are of 1 or 2 CTAs");
-  static_assert(G::kBlockN % (8 * kCluster) == 0, "a cluster's share of B must keep the 8-row swizzle period");
   extern __shared__ unsigned char gemm_smem[];
   const uint32_t base = (sm90::smem_u32(gemm_smem) + 1023u) & ~1023u;
   const uint32_t s_a = base, s_b = base + kStages * G::kABytes;
@@ -155,16 +147,14 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   auto empty = [&](int s) { return bars + 8u * (kStages + s); };
   auto hfull = [&](int c) { return bars + 8u * (2 * kStages + c); };
 
-  const uint32_t rank = kCluster > 1 ? sm90::cluster_ctarank() : 0u;
-  const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
-  const int tiles = ((p.m + G::kBlockM - 1) / G::kBlockM + kCluster - 1) / kCluster * kTilesN;  // work items
-  auto tile_m0 = [&](int tile) { return (tile / kTilesN * kCluster + static_cast<int>(rank)) * G::kBlockM; };
+  const int tiles = (p.m + G::kBlockM - 1) / G::kBlockM * kTilesN;
+  auto tile_m0 = [&](int tile) { return tile / kTilesN * G::kBlockM; };
   auto tile_n0 = [&](int tile) { return tile % kTilesN * G::kBlockN; };
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(full(s), 1);   // the producer's arrive_expect_tx (+ the TMA bytes)
-      sm90::mbar_init(empty(s), kCluster);  // the math warpgroup that read the stage, in every CTA of the cluster
+      sm90::mbar_init(empty(s), 1);  // the math warpgroup that read the stage
     }
     sm90::mbar_init(hfull(0), 1);  // the math warpgroup's own h loads (+ their bytes)
     sm90::mbar_init(hfull(1), 1);
@@ -173,17 +163,6 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     sm90::tma_prefetch_descriptor(&p.b);
   }
   __syncthreads();
-  // every CTA's barriers exist before any multicast or remote arrival
-  if constexpr (kCluster > 1) sm90::cluster_sync();
-  // Release of stage s by a math warpgroup: in every CTA of the cluster (their producers write into it).
-  auto release = [&](int s) {
-    if constexpr (kCluster == 1) {
-      sm90::mbar_arrive(empty(s));
-    } else {
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) sm90::mbar_arrive_cluster(empty(s), static_cast<uint32_t>(r));
-    }
-  };
 
   if (wg == 0) {
     // ---- producer: every k block of this block's tiles, in order ----
@@ -191,21 +170,13 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     if (t == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int tile = cluster_id; tile < tiles; tile += clusters) {
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const int m0 = tile_m0(tile), n0 = tile_n0(tile);
         for (int kb = 0; kb < kKBlocks; ++kb) {
           sm90::mbar_wait(empty(stage), phase ^ 1u);
-          // the whole B tile arrives: this CTA's share and the others' (multicast)
           sm90::mbar_arrive_expect_tx(full(stage), G::kABytes + G::kBBytes);
           sm90::tma_load_2d(s_a + stage * G::kABytes, &p.a, full(stage), kb * G::kBlockK, m0);
-          if constexpr (kCluster == 1) {
-            sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), kb * G::kBlockK, n0);
-          } else {
-            constexpr int kShare = G::kBlockN / kCluster;
-            sm90::tma_load_2d_multicast(s_b + stage * G::kBBytes + rank * kShare * 128, &p.b, full(stage),
-                                        kb * G::kBlockK, n0 + static_cast<int>(rank) * kShare,
-                                        static_cast<unsigned short>((1u << kCluster) - 1u));
-          }
+          sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), kb * G::kBlockK, n0);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
@@ -213,14 +184,10 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         }
       }
     }
-    if constexpr (kCluster > 1) {
-      __syncwarp();
-      sm90::cluster_sync();  // the peers' last arrivals on this CTA's barriers are in
-    }
     return;
   }
 
-  // ---- math warpgroup c: this block's tiles c, c + 2, ... (the j-th item is cluster_id + j·clusters) ----
+  // ---- math warpgroup c: this block's tiles c, c + 2, ... (the j-th tile is blockIdx.x + j·grid) ----
   if constexpr (kRegSplit) sm90::setmaxnreg_inc<kMathRegs>();
   const int c = wg - 1, w = t / 32, l = t % 32;
   const uint32_t epi = s_epi + c * kEpiBytes;
@@ -252,7 +219,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   };
   float acc0[64], acc1[64];
   uint32_t hphase = 0;
-  for (int j = c, tile = cluster_id + c * clusters; tile < tiles; j += 2, tile += 2 * clusters) {
+  for (int j = c, tile = blockIdx.x + c * gridDim.x; tile < tiles; j += 2, tile += 2 * gridDim.x) {
     const int m0 = tile_m0(tile), n0 = tile_n0(tile);
     int stage = j * kKBlocks % kStages, prev = 0;
     uint32_t phase = (j * kKBlocks / kStages) & 1u;
@@ -291,7 +258,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       }
       if (kb > 0) {
         sm90::wgmma_wait<1>();  // the previous k block's MMAs are done: release its stage
-        if (t == 0) release(prev);
+        if (t == 0) sm90::mbar_arrive(empty(prev));
       }
       prev = stage;
       if (++stage == kStages) {
@@ -299,11 +266,11 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         phase ^= 1u;
       }
     }
-    if (tile + clusters < tiles) sm90::turn_give(1 - c);  // the other warpgroup has a next tile
+    if (tile + gridDim.x < tiles) sm90::turn_give(1 - c);  // the other warpgroup has a next tile
     sm90::wgmma_wait<0>();
     sm90::fence_operands(acc0);
     sm90::fence_operands(acc1);
-    if (t == 0) release(prev);
+    if (t == 0) sm90::mbar_arrive(empty(prev));
 
     // ---- epilogue, one 64-row half (one accumulator array) at a time: the rounded products (+ bias)
     // into a region by stmatrix, then the GELU / GELU' pass over the warp's own rows, then TMA stores ----
@@ -465,10 +432,6 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     }
   }
   if (t == 0) sm90::tma_store_wait<0>();  // every store has landed before the block's memory goes
-  if constexpr (kCluster > 1) {
-    __syncwarp();
-    sm90::cluster_sync();  // no CTA leaves while a peer may still multicast into it or arrive on its barriers
-  }
 #else
   (void)p;
   __trap();  // the plan lists gemm_sm90 kernels only for sm_90 targets, built as sm_90a

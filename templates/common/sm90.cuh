@@ -95,43 +95,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDescriptor* m
       : "memory");
 #endif
 }
-// The same copy multicast to every CTA of the cluster in `cta_mask`: the box lands at `dst` and
-// completes its bytes on the barrier at `bar` in each of them (the same offsets in every CTA).
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const TmaDescriptor* map, uint32_t bar, int c0,
-                                                      int c1, unsigned short cta_mask) {
-#if DSKC_SM90A
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4}], [%2], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
-      : "memory");
-#endif
-}
-// Thread-block clusters: this CTA's rank, an arrival on the barrier at the same shared-memory offset
-// in CTA `cta` of the cluster, and a barrier over every thread of the cluster (.aligned: every thread
-// of a warp executes it together).
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r = 0;
-#if DSKC_SM90A
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-#endif
-  return r;
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
-#if DSKC_SM90A
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_sync() {
-#if DSKC_SM90A
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
 // The same for a 3-D tensor map (coordinates innermost first): the box at (c0, c1, c2); elements
 // outside the tensor (e.g. rows past one sequence's end, where dim 1 is the sequence) read as zero.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const TmaDescriptor* map, uint32_t bar, int c0, int c1,

@@ -1327,56 +1327,6 @@ TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the
     check_env_error("DSKC_OUTPUT_GEMM", bad, "separate", "fused", [] { output_gemm_from_env(); });
 }
 
-// DSKC_GEMM_CLUSTER=2: every gemm_sm90 kernel of the module runs in clusters of two CTAs
-// (__cluster_dims__(2, 1, 1), kGemmCluster = 2, B tiles by TMA multicast); the default is 1, no
-// cluster attribute. The kernel list, shared memory and activation plan do not change.
-TEST_CASE("DSKC_GEMM_CLUSTER=2: gemm_sm90 kernels in clusters of two sharing B by multicast") {
-  auto plan = [](LayerConfig c, int cluster) {
-    PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
-    o.arch = "sm_90";
-    o.gemm_cluster = cluster;
-    o.ffn_gemm = FfnGemm::Sm90;
-    o.dgrad_gemm = DgradGemm::Sm90;
-    return make_plan(c, o);
-  };
-  const LayerConfig c = bert_large();
-  const LayerPlan two = plan(c, 2), one = plan(c, 1);
-  CHECK(two.gemm_sm90_cluster == 2);
-  CHECK(one.gemm_sm90_cluster == 1);
-  CHECK(kernel_names(two) == kernel_names(one));
-  CHECK(two.activation_bytes(64, 128) == one.activation_bytes(64, 128));
-  int gemms = 0;
-  for (const KernelInfo& k : two.kernels) {
-    CAPTURE(k.name);
-    const KernelInfo* o = one.find_kernel(k.name);
-    REQUIRE(o);
-    CHECK(k.dynamic_smem == o->dynamic_smem);
-    CHECK(o->cluster == 1);
-    CHECK(k.cluster == (k.op == "gemm_sm90" ? 2 : 1));
-    gemms += k.op == "gemm_sm90";
-  }
-  CHECK(gemms >= 7);  // the forward's four, output dgrad, the three data gradients
-  const std::string src = emit(two).source, src1 = emit(one).source;
-  CHECK(src.find("constexpr int kGemmCluster = 2;") != std::string::npos);
-  CHECK(src.find("__launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) gemm_inter_fwd(") != std::string::npos);
-  CHECK(src.find("static_assert(kGemmCluster == 2, \"dskc plan and template disagree on gemm_qkv_fwd's cluster "
-                 "size\");") != std::string::npos);
-  CHECK(src1.find("constexpr int kGemmCluster = 1;") != std::string::npos);
-  CHECK(src1.find("__cluster_dims__") == std::string::npos);
-  {
-    dskc_test::ScopedEnv env("DSKC_GEMM_CLUSTER", nullptr);
-    CHECK(gemm_cluster_from_env() == 1);
-  }
-  {
-    dskc_test::ScopedEnv env("DSKC_GEMM_CLUSTER", "2");
-    PlanOptions o;
-    o.arch = "sm_90";
-    CHECK(make_plan(c, o).gemm_sm90_cluster == 2);
-  }
-  for (const char* bad : {"4", "two", "2 "})
-    check_env_error("DSKC_GEMM_CLUSTER", bad, "1", "2", [] { gemm_cluster_from_env(); });
-}
-
 // DSKC_DGRAD_GEMM=sm90: in training on sm_90 the intermediate, attention-output and (Pre-LN) QKV data
 // gradients are gemm_sm90 kPlain kernels on transposed weights (three weight_transpose launches, three
 // workspace tensors; the activations unchanged); Post-LN's QKV data gradient, inference, cuBLASLt-only
@@ -2520,7 +2470,6 @@ struct ModuleCase {
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
   OutputGemm output_gemm = OutputGemm::Separate;  // Fused: sm_90 Pre-LN, the residual epilogue in gemm_sm90
   DgradGemm dgrad_gemm = DgradGemm::Cublas;        // Sm90: the data gradients as gemm_sm90 (+ the transposes)
-  int gemm_cluster = 1;                             // 2: gemm_sm90 in clusters of two (B by TMA multicast)
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -2547,7 +2496,6 @@ void compile_module(const ModuleCase& mc) {
   opt.attn_fwd = mc.attn_fwd;
   opt.output_gemm = mc.output_gemm;
   opt.dgrad_gemm = mc.dgrad_gemm;
-  opt.gemm_cluster = mc.gemm_cluster;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
@@ -2712,14 +2660,6 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .dgrad_gemm = DgradGemm::Sm90},
       {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .flags = kAllFlags,
        .dgrad_gemm = DgradGemm::Sm90},
-      // DSKC_GEMM_CLUSTER=2 (gemm_sm90 in clusters of two, B by multicast): every epilogue (the
-      // forward's plain and GELU ones, the residual one with setmaxnreg, the data gradients and GELU'),
-      // fp16 / bf16, BERT-Large and -Base, inference.
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .output_gemm = OutputGemm::Fused,
-       .dgrad_gemm = DgradGemm::Sm90, .gemm_cluster = 2},
-      {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags,
-       .gemm_cluster = 2},
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .training = false, .gemm_cluster = 2},
       // The wgmma forward (keep flags from attn_dropout_bits_fwd): two stages (the default) and three,
       // fp16 / bf16, the longest rows (an 8 KB key mask), and the mma.sync forward there (DSKC_ATTN_FWD=sync).
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true},

@@ -705,62 +705,6 @@ TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DS
   }
 }
 
-// DSKC_GEMM_CLUSTER=2: every gemm_sm90 kernel in clusters of two CTAs on vertically adjacent tiles,
-// the B tile loaded half by each and multicast to both. Each tile's products are the same wgmmas on
-// the same operands in the same order, so the outputs of every gemm_sm90 kernel (qkv, h, GELU(h) read
-// back, poisoned first), the layer output and every gradient are bitwise equal to single-CTA blocks.
-// Row-tile counts that are odd (a cluster whose second tile lies past the last row: 3 x 77 = 2 tiles,
-// 1 x 7 = 1, 2 x 200 = 4, 5 x 33 = 2), every epilogue (plain, bias, GELU, GELU' with h loaded by TMA,
-// the residual epilogue with setmaxnreg, the data gradients), BERT-Base widths, inference.
-TEST_CASE("gemm_sm90 in clusters of two with B multicast (DSKC_GEMM_CLUSTER=2): bitwise equal") {
-  dskc_test::require_gpu();
-  if (!gemm_sm90_gpu()) return;
-  struct Case {
-    const char* name;
-    int H, heads, I, B, S;
-    DType t;
-    bool pre, training;
-    const char *ffn, *output, *dgrad;
-  };
-  const Case cases[] = {
-      {"fp16 BERT-Large, 3 x 77 rows, every gemm_sm90 use", 1024, 16, 4096, 3, 77, DType::F16, true, true, "sm90", "fused",
-       "sm90"},
-      {"fp16 BERT-Large, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, true, "sm90_fwd", "separate",
-       "cublas"},
-      {"bf16 BERT-Base Post-LN, 2 x 200 rows, FFN + data gradients", 768, 12, 3072, 2, 200, DType::BF16, false, true,
-       "sm90", "separate", "sm90"},
-      {"fp16 BERT-Large, 1 x 7 rows", 1024, 16, 4096, 1, 7, DType::F16, true, true, "sm90", "fused", "sm90"},
-      {"bf16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::BF16, true, false, "sm90_fwd", "separate",
-       "cublas"},
-  };
-  for (const Case& k : cases) {
-    INFO(k.name);
-    std::printf("case %s\n", k.name);
-    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
-    c.training = k.training;
-    const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", k.ffn), out("DSKC_OUTPUT_GEMM", k.output),
-        dgrad("DSKC_DGRAD_GEMM", k.dgrad);
-    const std::vector<std::string> read = k.training ? std::vector<std::string>{"qkv", "ffn_pre_gelu", "ffn_gelu_out"}
-                                                     : std::vector<std::string>{"ffn_gelu_out"};
-    compare_env_paths(
-        c, k.B, k.S, 81, 3, "DSKC_GEMM_CLUSTER", "1", {"2"}, read,
-        [&](const LayerPlan& plan, const std::string&) {
-          REQUIRE(plan.gemm_sm90_cluster == 2);
-          REQUIRE(plan.linear_gemm_sm90);
-          REQUIRE(plan.ffn_gemm_sm90);
-        },
-        [&](const GpuResult& got, const GpuResult& want) {
-          for (const std::string& name : read) CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
-          CHECK(got.output == want.output);
-          if (k.training) {
-            CHECK(got.grad_input == want.grad_input);
-            REQUIRE(got.grads.size() == want.grads.size());
-            for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
-          }
-        });
-  }
-}
-
 // DSKC_DGRAD_GEMM=sm90: the backward's intermediate, attention-output and (Pre-LN) QKV data
 // gradients as gemm_sm90 kPlain kernels on the transposed weights, against cuBLASLt on the same inputs:
 // d_ctx (linear_out after backward: gemm_attn_out_dgrad's output) and, in Pre-LN, grad_h_b (the QKV
