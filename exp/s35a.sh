@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 34 for the next GPU session (bench/NOTES.md "After v31"): applies
+# Ran in session 35 (NOTES v32). Prepared in session 34 for the next GPU session (bench/NOTES.md "After v31"): applies
 # exp/gemm_cluster.patch (DSKC_GEMM_CLUSTER), then every gemm_sm90 GPU test (the default path included) and DSKC_GEMM_CLUSTER=2's (bitwise against single-CTA blocks) under a timeout (a
 # cluster pipeline bug hangs rather than fails), a memcheck at partial tiles, the gemm_sm90 profile
 # lines, and the layer A/B with the control row in both states (burst: 10 warm-up iterations;
