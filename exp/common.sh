@@ -10,3 +10,27 @@ build_gpu() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   ninja -C build-gpu "$@" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 }
+# The forward gemm_sm90 kernels' `dskc bench --profile` times and the profile sum, on one line:
+# fwd_gemm_line "ENV=... ..." LAYER WARMUP (ENV may be empty).
+fwd_gemm_line() {
+  env $1 timeout 60 build-gpu/dskc bench "$2" --iters 20 --warmup "$3" --profile 2>&1 |
+    grep -E "gemm_[a-z_]+_fwd|  sum|rror" | awk '{printf "%s %s  ", $1, $2}'
+}
+# Every gemm_sm90 GPU test case (log in $OUT/test_cluster.log); exits the script on a failure.
+gemm_sm90_tests() {
+  timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="gemm_sm90*" > "$OUT/test_cluster.log" 2>&1; local rc=$?
+  echo "rc=$rc"; tail -3 "$OUT/test_cluster.log"
+  [ $rc = 0 ] || { grep -B2 -A6 ERROR "$OUT/test_cluster.log" | head -40; exit 1; }
+}
+# ctest -L gpu on build-gpu (log in $OUT/ctest_gpu.log) and its summary lines.
+ctest_gpu() {
+  el "ctest -L gpu"
+  (cd build-gpu && timeout 380 ctest -L gpu -j8 --timeout 360) > "$OUT/ctest_gpu.log" 2>&1
+  echo "ctest rc=$?"
+  grep -E "Test +#|tests passed|tests failed" "$OUT/ctest_gpu.log" | sed 's/  */ /g' | tail -40
+}
+# layer_matrix.py A/B of the default against one DSKC_* setting: ab_matrix NAME ENV ROUNDS WARMUP LOGNAME
+ab_matrix() {
+  timeout 150 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$3" --warmup "$4" --only "fp16 Pre-LN,$1" \
+    --env "$1:$2" 2>&1 | tee "$OUT/$5"
+}

@@ -8,15 +8,14 @@
 git apply exp/gemm_cluster.patch 2>/dev/null || patch -p1 -N < exp/gemm_cluster.patch || { echo "exp/gemm_cluster.patch does not apply"; exit 1; }
 build_gpu dskc gpu_test_layer_numerics
 el "GPU tests: every gemm_sm90 case (the default path's tile indexing changed with the option), DSKC_GEMM_CLUSTER=2 bitwise"
-timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="gemm_sm90*" > "$OUT/test_cluster.log" 2>&1; rc=$?
-echo "rc=$rc"; tail -3 "$OUT/test_cluster.log"; [ $rc = 0 ] || { grep -B2 -A6 ERROR "$OUT/test_cluster.log" | head -40; exit 1; }
+gemm_sm90_tests
 el "memcheck cluster 3x77"
 DSKC_GEMM_CLUSTER=2 DSKC_FFN_GEMM=sm90 DSKC_DGRAD_GEMM=sm90 timeout 240 compute-sanitizer --tool memcheck \
   --error-exitcode 9 build-gpu/dskc bench $L128 --batch 3 --seq 77 --iters 1 --warmup 1 > "$OUT/memcheck_cluster.log" 2>&1
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_cluster.log"
 el "profile lines 1 / 2"
 for r in 1 2; do for f in $L128 $L512; do for v in 1 2; do
-  echo "$r $(basename $f) cluster=$v: $(DSKC_GEMM_CLUSTER=$v timeout 60 build-gpu/dskc bench $f --iters 20 --warmup 300 --profile 2>&1 | grep -E "gemm_[a-z_]+_fwd|  sum" | awk '{printf "%s %s  ", $1, $2}')"
+  echo "$r $(basename $f) cluster=$v: $(fwd_gemm_line DSKC_GEMM_CLUSTER=$v $f 300)"
 done; done; done | tee "$OUT/profile_cluster.txt"
 for wu in 10 300; do
   el "layer A/B, warm-up $wu"

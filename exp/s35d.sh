@@ -7,14 +7,12 @@
 build_gpu dskc gpu_test_layer_numerics
 el "profile lines (warm-up 10)"
 for f in $L128 $L512; do for v in 1 2; do
-  echo "$(basename $f) cluster=$v: $(DSKC_GEMM_CLUSTER=$v timeout 60 build-gpu/dskc bench $f --iters 20 --warmup 10 --profile 2>&1 | grep -E "gemm_[a-z_]+_fwd|  sum" | awk '{printf "%s %s  ", $1, $2}')"
+  echo "$(basename $f) cluster=$v: $(fwd_gemm_line DSKC_GEMM_CLUSTER=$v $f 10)"
 done; done | tee "$OUT/profile_cluster.txt"
 for wu in 10 300; do
   el "layer A/B, warm-up $wu"
-  python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 3 --warmup $wu --only "fp16 Pre-LN,cluster 2" \
-    --env "cluster 2:DSKC_GEMM_CLUSTER=2" 2>&1 | tee "$OUT/matrix_cluster_wu$wu.txt"
+  ab_matrix "cluster 2" DSKC_GEMM_CLUSTER=2 3 $wu matrix_cluster_wu$wu.txt
 done
 el "GPU tests gemm_sm90*"
-timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="gemm_sm90*" > "$OUT/test_cluster.log" 2>&1; rc=$?
-echo "rc=$rc"; tail -3 "$OUT/test_cluster.log"; [ $rc = 0 ] || { grep -B2 -A6 ERROR "$OUT/test_cluster.log" | head -40; exit 1; }
+gemm_sm90_tests
 el done

@@ -5,6 +5,6 @@
 . "$(dirname "$0")/common.sh"
 build_gpu dskc
 for v in "DSKC_GEMM_CLUSTER=1" "DSKC_GEMM_CLUSTER=2"; do
-  echo "$v: $(env $v timeout 30 build-gpu/dskc bench $L128 --iters 20 --warmup 10 --profile 2>&1 | grep -E "gemm_[a-z_]+_fwd|  sum|rror" | awk '{printf "%s %s  ", $1, $2}')"
+  echo "$v: $(fwd_gemm_line "$v" $L128 10)"
 done | tee "$OUT/profile_relcta.txt"
 el done
