@@ -118,9 +118,7 @@ int cmd_bench(const Args& args) {
   upload(ctx, dy.ptr(), hx, t);
   Events fe, be;
   std::vector<double> f_ms, b_ms;
-  char bus[64] = {};
-  DSKC_CU(cuDeviceGetPCIBusId(bus, sizeof(bus), ctx.cu_device()));
-  GpuMonitor monitor(bus);
+  GpuMonitor monitor(pci_bus_id(ctx.cu_device()));
   for (int i = 0; i < n_wu + n_it; ++i) {
     if (i == n_wu) monitor.start();
     DSKC_CU(cuEventRecord(fe.a, ctx.stream()));

@@ -284,7 +284,9 @@ enum class LinearGemm {
   Cublas,           // cuBLASLt
   Sm90,             // gemm_sm90 (kBias / kPlain epilogues) where supported
 };
-constexpr LinearGemm kLinearGemmDefault = LinearGemm::Sm90;
+// cuBLASLt: equal to gemm_sm90 in burst, 1-1.5% faster sustained (power-capped) in four calls
+// (bench/NOTES.md v32 f, v33).
+constexpr LinearGemm kLinearGemmDefault = LinearGemm::Cublas;
 // How layernorm_bwd lays out its rows (LayerPlan::ln_bwd_warp_rows).
 enum class LnBwd {
   FromEnvironment,  // DSKC_LN_BWD: unset, "" or "warp" -> WarpRows; "block" -> BlockRows

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Prepared in session 35 for the next GPU session (one call, ~9 min): every GPU test on main,
-# bench/compare_torch.py in both states (its per-side SM clock column, bench/nvml_clock.py, has
-# not yet run on a GPU), then DSKC_LINEAR_GEMM=cublas against the default in both states
-# (bench/NOTES.md v32 f: ahead sustained in three calls, equal in burst).
+# Session 36, call 1 (~8 min): main with cuBLASLt as the default for the forward's QKV, attention-output
+# and output GEMMs (kLinearGemmDefault, bench/NOTES.md v32 f). A/B against DSKC_LINEAR_GEMM=sm90 (the
+# old default) in both states, the per-kernel profile of the new default, then every GPU test.
 . "$(dirname "$0")/common.sh"
 build_gpu
+for wu in 300 10; do
+  el "layer A/B linear sm90 (the old default), warm-up $wu"
+  ab_matrix "linear sm90" DSKC_LINEAR_GEMM=sm90 5 $wu matrix_sm90_wu$wu.txt | tail -8
+done
+for l in $L128 $L512; do
+  el "profile $l, warm-up 300"
+  timeout 60 build-gpu/dskc bench $l --iters 20 --warmup 300 --profile > "$OUT/profile_$(basename $l .json).txt" 2>&1
+  grep -E "^ *[a-z_]+ .*[0-9]|sum" "$OUT/profile_$(basename $l .json).txt" | head -60
+done
 ctest_gpu
-for wu in 10 300; do
-  el "compare_torch, warm-up $wu"
-  timeout 150 python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --warmup $wu 2>&1 | tee "$OUT/compare_wu$wu.txt" | tail -12
-done
-for wu in 10 300; do
-  el "layer A/B linear cublas, warm-up $wu"
-  ab_matrix "linear cublas" DSKC_LINEAR_GEMM=cublas 5 $wu matrix_cublas_wu$wu.txt | tail -8
-done
 el done

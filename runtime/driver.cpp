@@ -119,6 +119,12 @@ std::optional<std::string> detect_gpu_arch(int device) {
   return fmt::format("sm_{}{}", major, minor);
 }
 
+std::string pci_bus_id(CUdevice dev) {
+  char bus[64] = {};
+  DSKC_CU(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
+  return bus;
+}
+
 std::string cuda_error_name(CUresult r) {
   const char* name = "unknown";
   try {

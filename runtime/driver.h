@@ -69,6 +69,8 @@ const DriverApi& driver();
 bool gpu_available();
 // "sm_90" etc. for device 0 (or `device`), nullopt without a GPU (never throws).
 std::optional<std::string> detect_gpu_arch(int device = 0);
+// The device's PCI bus id ("0000:19:00.0"), how NVML and other processes name it; throws Error(Device).
+std::string pci_bus_id(CUdevice dev);
 
 // The driver's name of a result, e.g. "CUDA_ERROR_INVALID_VALUE" ("unknown" without a driver).
 std::string cuda_error_name(CUresult r);

@@ -37,12 +37,6 @@ bool from_hex(const std::string& s, void* out, size_t n) {
   return true;
 }
 
-std::string bus_id(CUdevice dev) {
-  char bus[64] = {};
-  DSKC_CU(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
-  return bus;
-}
-
 // This rank's record for the other: host, PCI bus id, IPC handle (hex; empty when unavailable).
 struct Record {
   std::string host, bus, handle_hex;
@@ -81,7 +75,7 @@ std::unique_ptr<PeerSum> PeerSum::create(ProcessGroup& pg, Context& ctx, size_t 
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   mine.host = host;
-  mine.bus = bus_id(dev);
+  mine.bus = pci_bus_id(dev);
   std::string problem;
   CUipcMemHandle handle{};
   if (const CUresult r = d.cuIpcGetMemHandle(&handle, ps->recv_.ptr()); r == CUDA_SUCCESS)
@@ -107,7 +101,7 @@ std::unique_ptr<PeerSum> PeerSum::create(ProcessGroup& pg, Context& ctx, size_t 
     for (int i = 0; i < count && peer < 0; ++i) {
       CUdevice c = 0;
       DSKC_CU(cuDeviceGet(&c, i));
-      if (bus_id(c) == theirs.bus) peer = c;
+      if (pci_bus_id(c) == theirs.bus) peer = c;
     }
     if (peer >= 0) DSKC_CU(cuDeviceCanAccessPeer(&can, dev, peer));
     if (peer < 0) {

@@ -1321,6 +1321,8 @@ TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the
     dskc_test::ScopedEnv env("DSKC_OUTPUT_GEMM", "fused");
     PlanOptions o;
     o.arch = "sm_90";
+    CHECK_FALSE(make_plan(bert_large(), o).output_gemm_fused);  // the default output GEMM is cuBLASLt's
+    dskc_test::ScopedEnv linear("DSKC_LINEAR_GEMM", "sm90");
     CHECK(make_plan(bert_large(), o).output_gemm_fused);
   }
   for (const char* bad : {"Fused", "sm90", "fused "})
@@ -1744,17 +1746,12 @@ TEST_CASE("DSKC_LINEAR_GEMM=sm90 (the default): the forward's QKV, attention-out
   LayerConfig odd = bert_large();
   odd.intermediate_size = 4000;  // not a multiple of 64
   CHECK_FALSE(sm90_plan(odd, FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);
-  // The environment: gemm_sm90 by default on sm_90 (the measured choice, bench/NOTES.md v19).
-  CHECK(kLinearGemmDefault == LinearGemm::Sm90);
+  // The environment: cuBLASLt by default (the measured choice since bench/NOTES.md v33; gemm_sm90 in v19-v32).
+  CHECK(kLinearGemmDefault == LinearGemm::Cublas);
   PlanOptions o;
   o.arch = "sm_90";
-  {
-    dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", nullptr);
-    CHECK(make_plan(bert_large(), o).linear_gemm_sm90);
-    CHECK(make_plan(bert_large(), o).find_kernel("gemm_qkv_fwd"));
-  }
-  {
-    dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", "cublas");
+  for (const char* unset_or_cublas : {static_cast<const char*>(nullptr), "", "cublas"}) {
+    dskc_test::ScopedEnv env("DSKC_LINEAR_GEMM", unset_or_cublas);
     CHECK_FALSE(make_plan(bert_large(), o).linear_gemm_sm90);
     CHECK_FALSE(make_plan(bert_large(), o).find_kernel("gemm_qkv_fwd"));
     CHECK(sm90_plan(bert_large(), FfnGemm::Cublas, LinearGemm::Sm90).linear_gemm_sm90);  // explicit options win
@@ -2470,6 +2467,8 @@ struct ModuleCase {
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
   OutputGemm output_gemm = OutputGemm::Separate;  // Fused: sm_90 Pre-LN, the residual epilogue in gemm_sm90
   DgradGemm dgrad_gemm = DgradGemm::Cublas;        // Sm90: the data gradients as gemm_sm90 (+ the transposes)
+  LinearGemm linear_gemm = LinearGemm::Cublas;     // Sm90 (implied by output_gemm Fused): the forward's QKV,
+                                                   // attention-output and output GEMMs as gemm_sm90
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -2496,6 +2495,7 @@ void compile_module(const ModuleCase& mc) {
   opt.attn_fwd = mc.attn_fwd;
   opt.output_gemm = mc.output_gemm;
   opt.dgrad_gemm = mc.dgrad_gemm;
+  opt.linear_gemm = mc.output_gemm == OutputGemm::Fused ? LinearGemm::Sm90 : mc.linear_gemm;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
@@ -2635,7 +2635,8 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_80", .pre_ln = false, .attn_drop = 0.5,
        .hidden_drop = 0.9, .tanh = true},
       // I != 4H: still 8-wide, 2-wide vectors, odd (scalar access).
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .inter = 3072},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .inter = 3072,
+       .linear_gemm = LinearGemm::Sm90},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_80", .flags = kGeluCkpt, .inter = 1030},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F32, .arch = "sm_90", .pre_ln = false, .inter = 1025},
       // stochastic_mode (the dQ GEMM, autotuned GEMMs at run time) and its single-pass attention

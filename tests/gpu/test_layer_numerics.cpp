@@ -688,6 +688,7 @@ TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DS
     std::printf("case %s\n", k.name);
     LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, true, 0.1, k.hidden_drop);
     c.training = k.training;
+    const dskc_test::ScopedEnv linear("DSKC_LINEAR_GEMM", "sm90");  // the fused epilogue is gemm_sm90's
     compare_env_paths(
         c, k.B, k.S, 61, 6, "DSKC_OUTPUT_GEMM", "separate", {"fused"}, {},
         [&](const LayerPlan& plan, const std::string&) {
