@@ -11,6 +11,9 @@ flags, then again), and prints each column's median: single runs of one process 
 on the H200.
 The last column is the mean SM clock of each side's timed iterations (NVML; bench/nvml_clock.py for
 torch, dskc bench's own reading for dskc): --warmup 300 compares the sustained, power-capped state.
+--idle S (default 3) waits S seconds before each side's run, so that in the burst state (--warmup 10)
+no side starts on a GPU the previous side has just heated: without it dskc, which runs right after the
+two torch columns, measured 4-5% slower than alone (bench/NOTES.md v33).
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
 dskc config gelu_approximation "tanh", whose GELU runs in cuBLASLt's GEMM epilogues).
 """
@@ -21,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 import torch.nn.functional as F
@@ -132,6 +136,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--idle", type=float, default=3.0, help="seconds of idle GPU before each side's run")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -149,17 +154,24 @@ def main():
                 compiled = torch.compile(fused)
             flags = dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True)
             e_ms, c_ms, d_runs, dall_runs, e_mhz, c_mhz = [], [], [], [], [], []
+            idle = lambda: time.sleep(args.idle)  # noqa: E731
+            if compiled is not None:  # compile outside the timed sides (the first calls compile the graphs)
+                time_layer(compiled, b, s, 1024, 1, 2, with_mask=False)
             for _ in range(args.rounds):
+                idle()
                 ef, eb, em, emhz = time_layer(layer, b, s, 1024, args.iters, args.warmup)
                 e_ms.append(ef + eb)
                 e_mhz.append(emhz)
                 if compiled is None:
                     cf = cb = cm = cmhz = float("nan")
                 else:
+                    idle()
                     cf, cb, cm, cmhz = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
                 c_ms.append(cf + cb)
                 c_mhz.append(cmhz)
+                idle()
                 d_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra))
+                idle()
                 dall_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags))
             rows.append((b, s, ln, gelu, statistics.median(e_ms), statistics.median(c_ms), median_run(d_runs),
                          median_run(dall_runs), em, cm, statistics.median(e_mhz), statistics.median(c_mhz)))
