@@ -154,24 +154,23 @@ def main():
                 compiled = torch.compile(fused)
             flags = dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True)
             e_ms, c_ms, d_runs, dall_runs, e_mhz, c_mhz = [], [], [], [], [], []
-            idle = lambda: time.sleep(args.idle)  # noqa: E731
             if compiled is not None:  # compile outside the timed sides (the first calls compile the graphs)
                 time_layer(compiled, b, s, 1024, 1, 2, with_mask=False)
             for _ in range(args.rounds):
-                idle()
+                time.sleep(args.idle)
                 ef, eb, em, emhz = time_layer(layer, b, s, 1024, args.iters, args.warmup)
                 e_ms.append(ef + eb)
                 e_mhz.append(emhz)
                 if compiled is None:
                     cf = cb = cm = cmhz = float("nan")
                 else:
-                    idle()
+                    time.sleep(args.idle)
                     cf, cb, cm, cmhz = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
                 c_ms.append(cf + cb)
                 c_mhz.append(cmhz)
-                idle()
+                time.sleep(args.idle)
                 d_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra))
-                idle()
+                time.sleep(args.idle)
                 dall_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags))
             rows.append((b, s, ln, gelu, statistics.median(e_ms), statistics.median(c_ms), median_run(d_runs),
                          median_run(dall_runs), em, cm, statistics.median(e_mhz), statistics.median(c_mhz)))

@@ -1664,7 +1664,7 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     check_env_error("DSKC_FFN_GEMM", bad, "sm90", "cublas", [] { ffn_gemm_from_env(); });
 }
 
-TEST_CASE("DSKC_LINEAR_GEMM=sm90 (the default): the forward's QKV, attention-output and output GEMMs become "
+TEST_CASE("DSKC_LINEAR_GEMM=sm90: the forward's QKV, attention-output and output GEMMs become "
           "gemm_sm90 kernels with plain epilogues on sm_90; DSKC_LINEAR_GEMM=cublas keeps cuBLASLt") {
   for (DType t : {DType::F16, DType::BF16})
     for (bool pre : {true, false})
@@ -2467,7 +2467,7 @@ struct ModuleCase {
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
   OutputGemm output_gemm = OutputGemm::Separate;  // Fused: sm_90 Pre-LN, the residual epilogue in gemm_sm90
   DgradGemm dgrad_gemm = DgradGemm::Cublas;        // Sm90: the data gradients as gemm_sm90 (+ the transposes)
-  LinearGemm linear_gemm = LinearGemm::Cublas;     // Sm90 (implied by output_gemm Fused): the forward's QKV,
+  LinearGemm linear_gemm = LinearGemm::Cublas;     // Sm90 (needed by output_gemm Fused): the forward's QKV,
                                                    // attention-output and output GEMMs as gemm_sm90
 };
 
@@ -2495,7 +2495,7 @@ void compile_module(const ModuleCase& mc) {
   opt.attn_fwd = mc.attn_fwd;
   opt.output_gemm = mc.output_gemm;
   opt.dgrad_gemm = mc.dgrad_gemm;
-  opt.linear_gemm = mc.output_gemm == OutputGemm::Fused ? LinearGemm::Sm90 : mc.linear_gemm;
+  opt.linear_gemm = mc.linear_gemm;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
@@ -2651,11 +2651,12 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_bwd = AttnBwd::Sync},
       // DSKC_OUTPUT_GEMM=fused (the output GEMM's residual epilogue, setmaxnreg): fp16 / bf16, with and
       // without hidden dropout, inference, BERT-Base width.
-      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .output_gemm = OutputGemm::Fused},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .output_gemm = OutputGemm::Fused,
+       .linear_gemm = LinearGemm::Sm90},
       {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags, .hidden_drop = 0,
-       .output_gemm = OutputGemm::Fused},
+       .output_gemm = OutputGemm::Fused, .linear_gemm = LinearGemm::Sm90},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_90", .training = false,
-       .output_gemm = OutputGemm::Fused},
+       .output_gemm = OutputGemm::Fused, .linear_gemm = LinearGemm::Sm90},
       // DSKC_DGRAD_GEMM=sm90 (the data gradients' kPlain gemm_sm90 kernels and weight transposes):
       // fp16 BERT-Large Pre-LN, bf16 BERT-Base Post-LN with all flags.
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .dgrad_gemm = DgradGemm::Sm90},
