@@ -5,7 +5,7 @@ dskc (`dskc bench --csv`), forward + backward, fp16, on the current GPU, in one 
 Prints a markdown table with ms per layer and the ratios to dskc, plus activation MiB per layer
 (the memory held between forward and backward). Usage:
     python3 bench/compare_torch.py --dskc build/dskc [--shapes 64x128,16x512] [--ln pre,post] [--gelu erf,tanh]
-        [--rounds 3]
+        [--rounds 3] [--idle 3] [--graphs]
 --rounds R times every column of a row R times, one after the other (eager, compiled, dskc, dskc all
 flags, then again), and prints each column's median: single runs of one process differ by up to ~5%
 on the H200.
@@ -14,6 +14,10 @@ torch, dskc bench's own reading for dskc): --warmup 300 compares the sustained, 
 --idle S (default 3) waits S seconds before each side's run, so that in the burst state (--warmup 10)
 no side starts on a GPU the previous side has just heated: without it dskc, which runs right after the
 two torch columns, measured 4-5% slower than alone (bench/NOTES.md v33).
+--graphs also times both torch sides with their forward + backward captured once as a CUDA graph and
+replayed (PyTorch's whole-network capture: no Python or launch overhead left in the torch numbers),
+two more columns. The plain columns launch every kernel from Python each step, as training does
+without graphs; where the GPU outruns those launches they measure the CPU, not the kernels.
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
 dskc config gelu_approximation "tanh", whose GELU runs in cuBLASLt's GEMM epilogues).
 """
@@ -101,6 +105,50 @@ def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
     return fwd[len(fwd) // 2], bwd[len(bwd) // 2], held / 2**20, clock.mhz
 
 
+def time_layer_graphed(layer, b, s, hidden, iters, warmup, with_mask=True):
+    """Forward + backward captured once in a CUDA graph, replayed: the median ms of one replay and the mean
+    SM clock. PyTorch's whole-network capture recipe: a few eager steps on a side stream first (they
+    create the .grad tensors that the captured backward accumulates into), then one captured step.
+    Dropout draws from the captured generator state, so every replay gets new masks."""
+    x = torch.randn(b, s, hidden, device="cuda", dtype=torch.half, requires_grad=True)
+    mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=torch.half) if with_mask else None
+    dy = torch.randn_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            layer(x, mask).backward(dy)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        layer(x, mask).backward(dy)
+    for _ in range(warmup):
+        graph.replay()
+    torch.cuda.synchronize()
+    ms = []
+    with SmClock(torch.cuda.current_device()) as clock:
+        for _ in range(iters):
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            e[0].record()
+            graph.replay()
+            e[1].record()
+            torch.cuda.synchronize()
+            ms.append(e[0].elapsed_time(e[1]))
+    del graph
+    torch.cuda.synchronize()
+    return statistics.median(ms), clock.mhz
+
+
+def time_graphed_or_nan(name, layer, b, s, iters, warmup, with_mask=True):
+    """time_layer_graphed, or (nan, nan) with the reason on stderr where capture fails."""
+    try:
+        return time_layer_graphed(layer, b, s, 1024, iters, warmup, with_mask)
+    except Exception as e:  # a capture failure leaves its column empty, the rest of the table stands
+        sys.stderr.write(f"{name} at {b}x{s}: CUDA graph capture failed: {e}\n")
+        torch.cuda.synchronize()
+        return float("nan"), float("nan")
+
+
 def run_dskc(dskc, b, s, pre, iters, warmup, extra):
     cfg = {"batch_size": b, "max_seq_length": s, "hidden_size": 1024, "heads": 16, "intermediate_size": 4096,
            "attn_dropout_ratio": 0.1, "hidden_dropout_ratio": 0.1, "num_hidden_layers": 24,
@@ -137,6 +185,7 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--idle", type=float, default=3.0, help="seconds of idle GPU before each side's run")
+    ap.add_argument("--graphs", action="store_true", help="also time both torch sides replayed from a CUDA graph")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -154,6 +203,7 @@ def main():
                 compiled = torch.compile(fused)
             flags = dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True)
             e_ms, c_ms, d_runs, dall_runs, e_mhz, c_mhz = [], [], [], [], [], []
+            eg_ms, cg_ms, eg_mhz, cg_mhz = [], [], [], []
             if compiled is not None:  # compile outside the timed sides (the first calls compile the graphs)
                 time_layer(compiled, b, s, 1024, 1, 2, with_mask=False)
             for _ in range(args.rounds):
@@ -168,26 +218,44 @@ def main():
                     cf, cb, cm, cmhz = time_layer(compiled, b, s, 1024, args.iters, args.warmup, with_mask=False)
                 c_ms.append(cf + cb)
                 c_mhz.append(cmhz)
+                if args.graphs:
+                    time.sleep(args.idle)
+                    eg, egmhz = time_graphed_or_nan("torch eager", layer, b, s, args.iters, args.warmup)
+                    cg = cgmhz = float("nan")
+                    if compiled is not None:
+                        time.sleep(args.idle)
+                        cg, cgmhz = time_graphed_or_nan("torch.compile", compiled, b, s, args.iters, args.warmup,
+                                                        with_mask=False)
+                    eg_ms.append(eg)
+                    cg_ms.append(cg)
+                    eg_mhz.append(egmhz)
+                    cg_mhz.append(cgmhz)
                 time.sleep(args.idle)
                 d_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra))
                 time.sleep(args.idle)
                 dall_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags))
             rows.append((b, s, ln, gelu, statistics.median(e_ms), statistics.median(c_ms), median_run(d_runs),
-                         median_run(dall_runs), em, cm, statistics.median(e_mhz), statistics.median(c_mhz)))
+                         median_run(dall_runs), em, cm, statistics.median(e_mhz), statistics.median(c_mhz),
+                         (statistics.median(eg_ms), statistics.median(cg_ms), statistics.median(eg_mhz),
+                          statistics.median(cg_mhz)) if args.graphs else None))
             del layer, compiled
             torch.cuda.empty_cache()
     print()
+    graph_head = " torch eager graph ms | torch.compile graph ms | compile graph/dskc |" if args.graphs else ""
     print("| batch | seq | LN | GELU | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "
-          "compile/dskc | MiB eager | MiB compile | MiB dskc | MiB dskc all flags | SM MHz eager / compile / dskc |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for b, s, ln, gelu, e, c, d, dall, em, cm, emhz, cmhz in rows:
+          f"compile/dskc |{graph_head} MiB eager | MiB compile | MiB dskc | MiB dskc all flags | "
+          "SM MHz eager / compile / dskc" + (" / eager graph / compile graph |" if args.graphs else " |"))
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if args.graphs else "") +
+          "---:|---:|---:|---:|---|")
+    for b, s, ln, gelu, e, c, d, dall, em, cm, emhz, cmhz, graphed in rows:
         dt = d[0] + d[1] if d else float("nan")
         dat = dall[0] + dall[1] if dall else float("nan")
         dmhz = d[3] if d else float("nan")
-        print(f"| {b} | {s} | {ln} | {gelu} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} | "
-              f"{em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | {dall[2] if dall else float('nan'):.0f} | "
-              f"{emhz:.0f} / {cmhz:.0f} / {dmhz:.0f} |")
-
+        graph_cols = f" {graphed[0]:.3f} | {graphed[1]:.3f} | {graphed[1] / dt:.2f} |" if graphed else ""
+        graph_mhz = f" / {graphed[2]:.0f} / {graphed[3]:.0f}" if graphed else ""
+        print(f"| {b} | {s} | {ln} | {gelu} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} |"
+              f"{graph_cols} {em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | "
+              f"{dall[2] if dall else float('nan'):.0f} | {emhz:.0f} / {cmhz:.0f} / {dmhz:.0f}{graph_mhz} |")
 
 if __name__ == "__main__":
     main()
