@@ -16,7 +16,7 @@ rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head, rows = rows[0], rows[1:]
 k, g, v = head.index("Kernel Name"), head.index("Grid Size"), head.index("Metric Value")
 rows = [(r[k], r[g], float(r[v].replace(",", "")) / 1e6) for r in rows]
-step = rows[-(len(rows) // 4):]  # the last of 4 steps (2 warm-up, 1 timed, 1 per bench's own first run)
+step = rows[-(len(rows) // 3):]  # the last of the 3 steps (2 warm-up, 1 timed)
 print(f"{len(rows)} launches; last {len(step)}:")
 tot = 0
 for name, grid, ms in step:
