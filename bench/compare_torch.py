@@ -5,7 +5,7 @@ dskc (`dskc bench --csv`), forward + backward, fp16, on the current GPU, in one 
 Prints a markdown table with ms per layer and the ratios to dskc, plus activation MiB per layer
 (the memory held between forward and backward). Usage:
     python3 bench/compare_torch.py --dskc build/dskc [--shapes 64x128,16x512] [--ln pre,post] [--gelu erf,tanh]
-        [--rounds 3] [--idle 3] [--graphs]
+        [--rounds 3] [--idle 3] [--no-graphs]
 --rounds R times every column of a row R times, one after the other (eager, compiled, dskc, dskc all
 flags, then again), and prints each column's median: single runs of one process differ by up to ~5%
 on the H200.
@@ -14,10 +14,13 @@ torch, dskc bench's own reading for dskc): --warmup 300 compares the sustained, 
 --idle S (default 3) waits S seconds before each side's run, so that in the burst state (--warmup 10)
 no side starts on a GPU the previous side has just heated: without it dskc, which runs right after the
 two torch columns, measured 4-5% slower than alone (bench/NOTES.md v33).
---graphs also times both torch sides with their forward + backward captured once as a CUDA graph and
-replayed (PyTorch's whole-network capture: no Python or launch overhead left in the torch numbers),
-two more columns. The plain columns launch every kernel from Python each step, as training does
-without graphs; where the GPU outruns those launches they measure the CPU, not the kernels.
+Both torch sides are also timed with their forward + backward captured once as a CUDA graph and
+replayed (PyTorch's whole-network capture: no Python or launch overhead left in the torch numbers):
+the two "graph" columns, left out with --no-graphs. The plain columns launch every kernel from
+Python each step, as training does without graphs; where the GPU outruns those launches they measure
+the CPU, not the kernels (session 37: torch.compile 2.04 ms plain, 1.52 ms replayed, at (64,128)).
+Every torch step starts with its gradients set to None, as after optimizer.zero_grad(), so its
+backward writes them as dskc's does instead of adding into them.
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
 dskc config gelu_approximation "tanh", whose GELU runs in cuBLASLt's GEMM epilogues).
 """
@@ -74,16 +77,26 @@ class BertLayer(torch.nn.Module):
         return self.ln_norm(a + d(self.ffn(a)))
 
 
+def fresh_grads(layer, x):
+    """Drops the gradients (set to None, as optimizer.zero_grad does), so that the next backward writes
+    them instead of adding into them: dskc's backward writes its gradients, and accumulating would
+    cost torch 13 extra add kernels per step (~0.045 ms at (64,128))."""
+    layer.zero_grad(set_to_none=True)
+    x.grad = None
+
+
 def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
     x = torch.randn(b, s, hidden, device="cuda", dtype=torch.half, requires_grad=True)
     mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=torch.half) if with_mask else None
     dy = torch.randn_like(x)
     for _ in range(warmup):
+        fresh_grads(layer, x)
         layer(x, mask).backward(dy)
     torch.cuda.synchronize()
     fwd, bwd = [], []
     with SmClock(torch.cuda.current_device()) as clock:  # the SM clock of the timed iterations
         for _ in range(iters):
+            fresh_grads(layer, x)
             e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
             e[0].record()
             y = layer(x, mask)
@@ -97,6 +110,7 @@ def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
     bwd.sort()
     # Activation memory: bytes alive after forward that backward frees.
     del y
+    fresh_grads(layer, x)
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     y = layer(x, mask)
@@ -108,7 +122,7 @@ def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
 def time_layer_graphed(layer, b, s, hidden, iters, warmup, with_mask=True):
     """Forward + backward captured once in a CUDA graph, replayed: the median ms of one replay and the mean
     SM clock. PyTorch's whole-network capture recipe: a few eager steps on a side stream first (they
-    create the .grad tensors that the captured backward accumulates into), then one captured step.
+    warm up the allocator and cuBLAS), then one captured step with the gradients set to None first.
     Dropout draws from the captured generator state, so every replay gets new masks."""
     x = torch.randn(b, s, hidden, device="cuda", dtype=torch.half, requires_grad=True)
     mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=torch.half) if with_mask else None
@@ -117,8 +131,10 @@ def time_layer_graphed(layer, b, s, hidden, iters, warmup, with_mask=True):
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
+            fresh_grads(layer, x)
             layer(x, mask).backward(dy)
     torch.cuda.current_stream().wait_stream(side)
+    fresh_grads(layer, x)  # the captured backward allocates them from the graph's pool and writes them
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         layer(x, mask).backward(dy)
@@ -185,7 +201,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--idle", type=float, default=3.0, help="seconds of idle GPU before each side's run")
-    ap.add_argument("--graphs", action="store_true", help="also time both torch sides replayed from a CUDA graph")
+    ap.add_argument("--no-graphs", dest="graphs", action="store_false",
+                    help="leave out the torch columns replayed from a CUDA graph")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
