@@ -8,7 +8,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, "bench")
-from compare_torch import BertLayer  # noqa: E402
+from compare_torch import BertLayer, fresh_grads  # noqa: E402
 
 for shape in sys.argv[1:] or ["64x128", "16x512"]:
     b, s = map(int, shape.split("x"))
@@ -16,11 +16,13 @@ for shape in sys.argv[1:] or ["64x128", "16x512"]:
     x = torch.randn(b, s, 1024, device="cuda", dtype=torch.half, requires_grad=True)
     dy = torch.randn_like(x)
     for _ in range(10):
+        fresh_grads(layer, x)
         layer(x, None).backward(dy)
     torch.cuda.synchronize()
     n = 20
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(n):
+            fresh_grads(layer, x)  # the session-37 run did not: 13 gradient-accumulation adds per step
             layer(x, None).backward(dy)
         torch.cuda.synchronize()
     agg = {}
