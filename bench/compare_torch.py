@@ -18,7 +18,7 @@ Both torch sides are also timed with their forward + backward captured once as a
 replayed (PyTorch's whole-network capture: no Python or launch overhead left in the torch numbers):
 the two "graph" columns, left out with --no-graphs. The plain columns launch every kernel from
 Python each step, as training does without graphs; where the GPU outruns those launches they measure
-the CPU, not the kernels (session 37: torch.compile 2.04 ms plain, 1.52 ms replayed, at (64,128)).
+the CPU, not the kernels (session 37: torch.compile 2.06 ms plain, 1.44 ms replayed, at (64,128)).
 Every torch step starts with its gradients set to None, as after optimizer.zero_grad(), so its
 backward writes them as dskc's does instead of adding into them.
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
