@@ -34,3 +34,12 @@ ab_matrix() {
   timeout 150 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$3" --warmup "$4" --only "fp16 Pre-LN,$1" \
     --env "$1:$2" 2>&1 | tee "$OUT/$5"
 }
+# One layer step's kernel durations by Nsight Compute (exp/ncu_step.py), one line:
+# ncu_step "ENV=... ..." LAYER TAG [dskc bench flags...] (ENV may be empty; CSV in $OUT/ncu_TAG.csv).
+ncu_step() {
+  local envs=$1 layer=$2 tag=$3 ncu; shift 3
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  env $envs timeout 120 "$ncu" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+    build-gpu/dskc bench "$layer" --warmup 2 --iters 1 "$@" > "$OUT/ncu_$tag.csv" 2>> "$OUT/ncu_err.txt"
+  printf '%-40s %s\n' "$tag" "$(python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" --sum-only 2>&1)"
+}

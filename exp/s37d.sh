@@ -10,19 +10,6 @@ for l in $L128 $L512; do
   el "ncu $l"
   timeout 200 $NCU --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
     build-gpu/dskc bench $l --warmup 2 --iters 1 > "$OUT/ncu_$(basename $l .json).csv" 2> "$OUT/ncu_err.txt"
-  python3 - "$OUT/ncu_$(basename $l .json).csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head, rows = rows[0], rows[1:]
-k, g, v = head.index("Kernel Name"), head.index("Grid Size"), head.index("Metric Value")
-rows = [(r[k], r[g], float(r[v].replace(",", "")) / 1e6) for r in rows]
-step = rows[-(len(rows) // 3):]  # the last of the 3 steps (2 warm-up, 1 timed)
-print(f"{len(rows)} launches; last {len(step)}:")
-tot = 0
-for name, grid, ms in step:
-    tot += ms
-    print(f"  {ms:8.4f}  {grid:>14}  {name[:100]}")
-print(f"  {tot:8.4f}  sum")
-PY
+  python3 exp/ncu_step.py "$OUT/ncu_$(basename $l .json).csv"
 done
 el done
