@@ -85,10 +85,15 @@ def fresh_grads(layer, x):
     x.grad = None
 
 
-def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
+def layer_inputs(b, s, hidden, with_mask):
+    """The timed step's input x (requires grad), additive attention mask (None without) and output gradient."""
     x = torch.randn(b, s, hidden, device="cuda", dtype=torch.half, requires_grad=True)
     mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=torch.half) if with_mask else None
-    dy = torch.randn_like(x)
+    return x, mask, torch.randn_like(x)
+
+
+def time_layer(layer, b, s, hidden, iters, warmup, with_mask=True):
+    x, mask, dy = layer_inputs(b, s, hidden, with_mask)
     for _ in range(warmup):
         fresh_grads(layer, x)
         layer(x, mask).backward(dy)
@@ -124,9 +129,7 @@ def time_layer_graphed(layer, b, s, hidden, iters, warmup, with_mask=True):
     SM clock. PyTorch's whole-network capture recipe: a few eager steps on a side stream first (they
     warm up the allocator and cuBLAS), then one captured step with the gradients set to None first.
     Dropout draws from the captured generator state, so every replay gets new masks."""
-    x = torch.randn(b, s, hidden, device="cuda", dtype=torch.half, requires_grad=True)
-    mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=torch.half) if with_mask else None
-    dy = torch.randn_like(x)
+    x, mask, dy = layer_inputs(b, s, hidden, with_mask)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -273,6 +276,7 @@ def main():
         print(f"| {b} | {s} | {ln} | {gelu} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} |"
               f"{graph_cols} {em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | "
               f"{dall[2] if dall else float('nan'):.0f} | {emhz:.0f} / {cmhz:.0f} / {dmhz:.0f}{graph_mhz} |")
+
 
 if __name__ == "__main__":
     main()
