@@ -143,10 +143,11 @@ OutputGemm output_gemm_from_env() {
 
 AttnDq attn_dq_from_env() {
   return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
-                    {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}},
+                    {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}, {"fused", AttnDq::Fused}},
                     "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ), "
-                    "\"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
-                    "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
+                    "\"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile), \"atomic\" "
+                    "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics) or \"fused\" "
+                    "(on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ too; elsewhere as gemm)");
 }
 
 AttnBwd attn_bwd_from_env() {
@@ -163,12 +164,15 @@ bool attn_bwd_wgmma_supported(const LayerConfig& c, const std::string& arch) {
   return arch == "sm_90" && c.dtype() != DType::F32 && c.head_dim() == 64;
 }
 
-int flash_wg_bwd_smem_bytes(int wgs) {
+int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused, int cluster) {
   // Mirrors FlashWgBwdTile (templates/attn_flash_bwd_wgmma.cuh): K/V tiles, 3 Q/dO stages, two dSᵀ
   // regions per warpgroup (8 KB tiles), per stage the 64 queries' L, D and 2 keep words per
-  // warpgroup, the key mask, a counter per stage, 4 barriers.
+  // warpgroup, (fused dQ with two key halves) one 64 x 64 fp32 dQ share per warpgroup of a block of
+  // two or one per block of a cluster, the key mask, a counter per stage, 4 barriers.
   const int tile = 64 * 128, stages = 3, keys = 64 * wgs, row_bytes = (2 + 2 * wgs) * 64 * 4;
-  return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + stages * row_bytes + keys * 4 +
+  const int share = 64 * 64 * 4;
+  const int xchg = !dq_fused ? 0 : wgs == 2 ? 2 * share : cluster == 2 ? share : 0;
+  return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + stages * row_bytes + xchg + keys * 4 +
          (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
 }
 
@@ -623,16 +627,19 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.gemm_sm90(Pass::Backward, "gemm_attn_out_dgrad", "kHidden", "kHidden", "kPlain", H,
                   "attention output data gradient d_attn_out·attn_ow (TMA + wgmma, attn_owᵀ from attn_ow_t)");
     if (fused) {
-      // dQ by the GEMM (default), the per-query-tile kernel, or (stochastic_mode only) atomics in one
-      // pass (plan.h, attn_dq_atomic).
+      // dQ by the GEMM (default), inside the wgmma dK/dV kernel where its block covers every key, the
+      // per-query-tile kernel, or (stochastic_mode only) atomics in one pass (plan.h, attn_dq_atomic).
       if (dq_src == AttnDq::Atomic && !c.stochastic_mode)
         throw Error(ErrorKind::Config,
                     "DSKC_ATTN_DQ=atomic needs stochastic_mode: its fp32 atomic dQ additions run in a varying "
                     "order, so the default mode (bitwise reproducible) does not use them");
       const bool dq_atomic = dq_src == AttnDq::Atomic;
-      const bool dq_gemm = dq_src == AttnDq::Gemm;
+      const bool wg_ok = bwd_src != AttnBwd::Sync && attn_bwd_wgmma_supported(c, opt.arch);
+      const bool dq_fused = dq_src == AttnDq::Fused && wg_ok && c.max_seq_length <= 128;
+      const bool dq_gemm = dq_src == AttnDq::Gemm || (dq_src == AttnDq::Fused && !dq_fused);
       plan.attn_dq_atomic = dq_atomic;
       plan.attn_dq_gemm = dq_gemm;
+      plan.attn_dq_fused = dq_fused;
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
       // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
@@ -657,7 +664,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln && !dot_bits)
         b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
                        std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
-                           (dq_atomic ? "attn_flash_bwd_dkdvdq" : dq_gemm ? "attn_flash_bwd_dkdv" : "attn_flash_bwd_dkdv / _dq") +
+                           (dq_atomic                ? "attn_flash_bwd_dkdvdq"
+                            : dq_gemm || dq_fused    ? "attn_flash_bwd_dkdv"
+                                                     : "attn_flash_bwd_dkdv / _dq") +
                            " (attn_dropout_checkpoint: not kept)");
       if (dq_atomic) {
         b.flash(Pass::Backward, "attn_flash_bwd_dkdvdq", "AttnFlashBwdParams",
@@ -666,21 +675,35 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "fused attention backward in one pass (stochastic_mode): dK, dV per key tile + the tile's dQ share "
                 "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
                 "writes dQ into grad_qkv (" + re + ")");
-      } else if (dq_gemm && bwd_src != AttnBwd::Sync && attn_bwd_wgmma_supported(c, opt.arch)) {
-        const int wgs = bwd_src == AttnBwd::Wgmma2 ? 2 : 1;
+      } else if ((dq_gemm || dq_fused) && wg_ok) {
+        // Fused dQ above 64 keys: two key halves, the blocks of a cluster (wgmma) or the warpgroups of
+        // one block (wgmma2).
+        const bool halves = dq_fused && c.max_seq_length > 64;
+        const int wgs = bwd_src == AttnBwd::Wgmma2 && (!dq_fused || halves) ? 2 : 1;
+        const int cluster = halves && wgs == 1 ? 2 : 1;
         plan.attn_bwd_wgmma = true;
         plan.attn_bwd_wgs = wgs;
-        const std::string tile = fmt::format("FlashWgBwdTile<{}>", wgs);
+        plan.attn_bwd_cluster = cluster;
+        const std::string fused_arg = !dq_fused ? "" : cluster == 2 ? ", true, 2" : ", true";
+        const std::string tile = fmt::format("FlashWgBwdTile<{}{}>", wgs, fused_arg);
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdWgParams",
-                fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}>", wgs), tile + "::kThreads",
+                fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}{}>", wgs, fused_arg), tile + "::kThreads",
                 128 * wgs, tile + "::kKeys", 64 * wgs,
                 fmt::format("fused attention backward on warpgroup MMA ({} warpgroup{} of 64 keys per block, Q/dO by "
-                            "TMA in 3 stages): dK, dV per key tile + dSᵀ into grad_scores by TMA for the dQ GEMM ({})",
-                            wgs, wgs == 1 ? "" : "s", re));
+                            "TMA in 3 stages): dK, dV per key tile + {} ({})",
+                            wgs, wgs == 1 ? "" : "s",
+                            !dq_fused      ? "dSᵀ into grad_scores by TMA for the dQ GEMM"
+                            : cluster == 2 ? "dQ = dS·K/√d (clusters of two blocks hold every key; the peer's share "
+                                             "added from distributed shared memory)"
+                            : wgs == 2     ? "dQ = dS·K/√d (the block holds every key; the warpgroups' shares added in "
+                                             "shared memory)"
+                                           : "dQ = dS·K/√d (the block holds every key)",
+                            re));
         KernelInfo& k = plan.kernels.back();
         k.op = "attn_flash_bwd_wgmma";
         k.min_blocks = tile + "::kMinBlocks";
-        k.dynamic_smem = flash_wg_bwd_smem_bytes(wgs);
+        k.cluster = cluster;
+        k.dynamic_smem = flash_wg_bwd_smem_bytes(wgs, dq_fused, cluster);
         k.smem_check = tile + "::smem_bytes";
         k.grid_constant = true;
       } else if (dq_gemm) {

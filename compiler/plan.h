@@ -60,6 +60,9 @@ struct KernelInfo {
   // The params struct is a __grid_constant__ kernel parameter (it holds TMA descriptors, which
   // must live in the parameter space).
   bool grid_constant = false;
+  // CTAs per thread-block cluster along x (> 1: __cluster_dims__(cluster, 1, 1); FlashTiles grids
+  // are rounded up to whole clusters).
+  int cluster = 1;
 };
 
 // Tokens: B·S·width elements; Scores: B·S·heads·padded S; RowStats: B·S; RowTiles: partial-sum
@@ -162,6 +165,14 @@ struct LayerPlan {
   // Same outputs and the same determinism; DSKC_ATTN_BWD picks (bench/NOTES.md v20).
   bool attn_bwd_wgmma = false;
   int attn_bwd_wgs = 1;
+  // AttnDq::Fused where it applies (attn_bwd_wgmma, max_seq_length <= 128): the wgmma kernel's
+  // warpgroups cover every key of their (batch, head), so it also computes dQ = dS·K/√d (each 64-key
+  // half's share, the two added in shared memory in a fixed order) and writes it into grad_qkv: no
+  // grad_scores, no dQ GEMM. Above 64 keys the halves are the two blocks of a cluster
+  // (attn_bwd_cluster = 2, one warpgroup per block, DSKC_ATTN_BWD=wgmma) or the two warpgroups of one
+  // block (wgmma2).
+  bool attn_dq_fused = false;
+  int attn_bwd_cluster = 1;
   // On sm_90 (fp16/bf16, head dim 64) with the keep flags from attn_dropout_bits_fwd or no attention
   // dropout: attn_flash_fwd is the wgmma kernel of templates/attn_flash_fwd_wgmma.cuh (Q and K/V tiles
   // by TMA into attn_fwd_wg_stages stages, S = Q·Kᵀ and O += P·V on warpgroup MMA, the next tile's S
@@ -226,6 +237,8 @@ enum class AttnDq {
   Gemm,             // attn_flash_bwd_dkdv also writes dSᵀ into grad_scores; the batched GEMM gemm_attn_dq
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
+  Fused,            // the wgmma dK/dV kernel also computes dQ where one block covers every key (sequences
+                    // up to 128, attn_bwd_wgmma_supported); elsewhere as Gemm
 };
 // Which kernel computes dK, dV (and dSᵀ) with the dQ GEMM (LayerPlan::attn_bwd_wgmma).
 enum class AttnBwd {
@@ -326,7 +339,7 @@ AttnMask attn_mask_from_env();
 // Reads DSKC_LN_BWD (unset, "", "warp" -> WarpRows; "block" -> BlockRows); any other value is an
 // Error(Config) naming the variable.
 LnBwd ln_bwd_from_env();
-// Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic); any
+// Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic; "fused" -> Fused); any
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();
@@ -345,7 +358,7 @@ AttnBwd attn_bwd_from_env();
 // Whether a layer's fused attention backward can use the wgmma dK/dV kernel on `arch`.
 bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
 // Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).
-int flash_wg_bwd_smem_bytes(int wgs);
+int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused = false, int cluster = 1);
 // Reads DSKC_ATTN_FWD (unset, "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"); any other value is an
 // Error(Config) naming the variable.
 AttnFwd attn_fwd_from_env();

@@ -290,7 +290,10 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
     }
     case GridKind::RowTiles: return static_cast<unsigned>(grad_parts(rows));
     case GridKind::ColumnTiles: return static_cast<unsigned>((k.cols + kReduceTileCols - 1) / kReduceTileCols);
-    case GridKind::FlashTiles: return static_cast<unsigned>((seq_ + k.rows_per_block - 1) / k.rows_per_block);
+    case GridKind::FlashTiles: {  // whole clusters
+      const int tiles = (seq_ + k.rows_per_block - 1) / k.rows_per_block;
+      return static_cast<unsigned>((tiles + k.cluster - 1) / k.cluster * k.cluster);
+    }
     case GridKind::Persistent: {
       const int64_t tiles = (rows + k.rows_per_block - 1) / k.rows_per_block * (k.cols / k.tile_cols);
       return static_cast<unsigned>(std::min<int64_t>(tiles, sm_count_));
@@ -771,9 +774,10 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
                         dq_gemm ? P(t("grad_scores")) : nullptr, batch_, seq};
     if (dq_atomic) {
       run_kernel("attn_flash_bwd_dkdvdq", &pb, rows);
-    } else if (dq_gemm) {
+    } else if (dq_gemm || plan_.attn_dq_fused) {
       // dK, dV and dSᵀ (row = key) per key tile; then dQ = dS·K/√d per head: A = grad_scores read
-      // transposed, B = K in place in qkv, C = the dQ columns of grad_qkv.
+      // transposed, B = K in place in qkv, C = the dQ columns of grad_qkv. With attn_dq_fused the
+      // wgmma kernel writes dQ itself (its block holds every key of the head).
       if (plan_.attn_bwd_wgmma) {
         // The wgmma kernel takes Q/K/V and dO by TMA (per-sequence 3-D views: rows past S read as
         // zero) and stores dSᵀ by TMA ([B·heads][S][padded S]).
@@ -781,7 +785,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
         kp::AttnFlashBwdWg pw{};
         pw.qkv = tma_rows_3d_128b(t("qkv"), dt, 3 * H, seq, batch_, 3 * H, 64);
         pw.dctx = tma_rows_3d_128b(lin, dt, H, seq, batch_, H, 64);
-        pw.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
+        if (dq_gemm) pw.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
         pw.mask = P(mask_);
         pw.lse = F(t("attn_lse"));
         pw.dot = F(t("attn_row_dot"));
@@ -793,8 +797,9 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
       } else {
         run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       }
-      gemm_batched("gemm_attn_dq", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK),
-                   array(kDQ), n, scale);
+      if (dq_gemm)
+        gemm_batched("gemm_attn_dq", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK),
+                     array(kDQ), n, scale);
     } else {
       run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       run_kernel("attn_flash_bwd_dq", &pb, rows);

@@ -39,9 +39,11 @@ namespace dskc {
 
 // Shapes and the shared-memory map (byte offsets from a 1024-aligned base); compiler/plan.cpp mirrors
 // kThreads, kKeys and smem_bytes (flash_wg_bwd_* there; static_asserts in the generated source).
-template <int kWG>
+template <int kWG, bool kDqFused = false, int kCluster = 1>
 struct FlashWgBwdTile {
   static_assert(kWG == 1 || kWG == 2, "one or two math warpgroups");
+  static_assert(kCluster == 1 || (kCluster == 2 && kWG == 1 && kDqFused),
+                "clusters of two one-warpgroup blocks exchange dQ shares (kDqFused)");
   static constexpr int kThreads = 128 * kWG;
   static constexpr int kKeys = 64 * kWG;  // keys per block
   static constexpr int kQueries = 64;     // queries per stage
@@ -55,7 +57,11 @@ struct FlashWgBwdTile {
   static constexpr int kRowVals = 2 + 2 * kWG;                          // 4-byte values per query
   static constexpr int kRows0 = kDs0 + 2 * kWG * kTileBytes;
   static constexpr int kRowBytes = kRowVals * kQueries * 4;              // per stage
-  static constexpr int kMask0 = kRows0 + kStages * kRowBytes;     // the block's key mask (fp32, × log2 e)
+  // kDqFused with two key halves: the 64 x 64 fp32 dQ share handed over by the other half (two
+  // warpgroups: one slot per warpgroup; a cluster of two blocks: the slot the peer block writes).
+  static constexpr int kXchg0 = kRows0 + kStages * kRowBytes;
+  static constexpr int kXchgBytes = !kDqFused ? 0 : kWG == 2 ? 2 * 64 * 64 * 4 : kCluster == 2 ? 64 * 64 * 4 : 0;
+  static constexpr int kMask0 = kXchg0 + kXchgBytes;               // the block's key mask (fp32, × log2 e)
   static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warps done with it (mod 4·kWG)
   static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
   static constexpr int kBars = kStages + 1;  // full[s], kv
@@ -78,12 +84,12 @@ struct AttnFlashBwdWgParams {
   int seq;
 };
 
-template <typename E, bool kDropout, int kWG>
+template <typename E, bool kDropout, int kWG, bool kDqFused = false, int kCluster = 1>
 __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgParams& p) {
 #if DSKC_SM90A
   static_assert(sizeof(E) == 2, "wgmma attention runs on fp16/bf16 only");
   static_assert(kHeadDim == 64, "the wgmma attention backward is built for head dim 64 (128-byte tile rows)");
-  using F = FlashWgBwdTile<kWG>;
+  using F = FlashWgBwdTile<kWG, kDqFused, kCluster>;
   extern __shared__ unsigned char attn_wg_smem[];
   const uint32_t base = (sm90::smem_u32(attn_wg_smem) + 1023u) & ~1023u;
   unsigned char* const smem_ptr = attn_wg_smem - sm90::smem_u32(attn_wg_smem);  // + a shared address = its pointer
@@ -156,9 +162,15 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       mask_s[k] = j0 + k < seq ? to_f(mask_row[j0 + k]) * flash::kLog2e : neg_inf();
   }
   __syncthreads();  // barriers initialized, mask staged
+  // Clusters: this block has started (the peer writes into its shared memory after waiting for this).
+  if constexpr (kCluster == 2)
+    if (tiles == 2) sm90::cluster_arrive_relaxed();
 
   // ---- math warpgroup c: keys j0 + 64c + 16w + g (+8) ----
   const int c = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4, tid = threadIdx.x % 128;
+  // kDqFused: which of the two key halves of the sequence this warpgroup holds (its block's warpgroup
+  // index, or its block's rank in the cluster); 0 where one warpgroup holds every key.
+  const int part = kWG == 2 ? c : kCluster == 2 ? static_cast<int>(blockIdx.x % 2) : 0;
   const uint32_t k_tile = base + F::kKV + 2 * c * F::kTileBytes, v_tile = k_tile + F::kTileBytes;
   const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
   const float scale2 = scale * flash::kLog2e;
@@ -173,10 +185,20 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
 #pragma unroll
   for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
   uint32_t pa[4][4], sa[4][4];  // (P ⊙ Z)ᵀ and dSᵀ as A fragments, per k16 step (16 queries)
+  // kDqFused: the block's (or the cluster's) keys cover the whole sequence (tiles <= 2 < kStages: every
+  // query tile is loaded once, up front), so each query tile's dQ = scale·dS·K is the sum of the two
+  // key halves' shares over their 64 keys. Half `part` walks the tiles starting at tile `part`; after
+  // its first tile it hands that tile's share (dq) to the other half through shared memory (its own
+  // block's, or the peer block's by a cluster store), which adds it to its own share of the same tile,
+  // its last, and stores dQ: a fixed order of summation, no atomics. With one tile (S <= 64) the
+  // second half's keys are all past S, its share is zero, and the first half stores dQ alone.
+  [[maybe_unused]] float dq[32];
+  [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
 
   for (int it = 0; it < tiles; ++it) {
-    const int i0 = it * F::kQueries, stage = it % F::kStages;
-    const uint32_t phase = (it / F::kStages) & 1u;
+    const int tq = kDqFused ? (it + part) % tiles : it;  // the query tile of this step
+    const int i0 = tq * F::kQueries, stage = tq % F::kStages;
+    const uint32_t phase = (tq / F::kStages) & 1u;
     const uint32_t q_tile = base + F::kStage0 + 2 * stage * F::kTileBytes, do_tile = q_tile + F::kTileBytes;
     sm90::mbar_wait(full(stage), phase);
     sm90::wgmma_fence();
@@ -193,7 +215,21 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::fence_operands(dpt);
     sm90::fence_operands(dk);
     sm90::fence_operands(dv);
-    if (it > 0 && it - 1 + F::kStages < tiles) {
+    if constexpr (kDqFused) {
+      // The first tile's dQ share (complete with this wait) to the other half (two tiles).
+      sm90::fence_operands(dq);
+      if (it == 1) {
+        if constexpr (kCluster == 2) sm90::cluster_wait();  // the peer block has started
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float4 v = make_float4(dq[4 * i], dq[4 * i + 1], dq[4 * i + 2], dq[4 * i + 3]);
+          if constexpr (kCluster == 2)
+            sm90::st_cluster_f4(sm90::smem_u32(xchg + i * 128 + tid), static_cast<uint32_t>(part ^ 1), v);
+          else
+            xchg[(c * 8 + i) * 128 + tid] = v;
+        }
+      }
+    } else if (it > 0 && it - 1 + F::kStages < tiles) {
       // The previous tile's stage is no longer read by this warp (its products are complete, its
       // L/D/keep reads came before); the last of the block's warps to get here refills it with the
       // tile kStages after that one (Q, dO by TMA from lane 0, the row values by the whole warp).
@@ -256,8 +292,9 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
 
     // dSᵀ of the tile into region it % 2 (free once the store issued two tiles ago has read it), then
     // by TMA. (Per-warp 64 x 16 stores without the two warpgroup barriers measured no faster.)
+    // kDqFused: no store; the region is the M-major A operand of the tile's dQ share dS·K instead.
     const uint32_t region = base + F::kDs0 + (2 * c + (it & 1)) * F::kTileBytes;
-    if (it >= 2) {
+    if (!kDqFused && it >= 2) {
       if (tid == 0) sm90::tma_store_wait_read<1>();
       sm90::warpgroup_sync(c);
     }
@@ -269,7 +306,16 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     }
     sm90::fence_proxy_async();
     sm90::warpgroup_sync(c);
-    if (tid == 0) {
+    if constexpr (kDqFused) {
+      // dq = dS·K over the warpgroup's 64 keys: A = dS read M-major from the region (row = key),
+      // B = K read N-major (row = key).
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        sm90::wgmma_m64n64k16_ss_tt<E>(dq, sm90::wgmma_desc_mn128(region + 2048 * kk),
+                                       sm90::wgmma_desc_mn128(k_tile + 2048 * kk), kk);
+      sm90::wgmma_commit();
+    } else if (tid == 0) {
       sm90::tma_store_3d(&p.ds, region, i0, j0 + 64 * c, bh);
       sm90::tma_store_commit();
     }
@@ -277,7 +323,45 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   sm90::wgmma_wait<0>();
   sm90::fence_operands(dk);
   sm90::fence_operands(dv);
-  if (tid == 0) sm90::tma_store_wait<0>();
+  if constexpr (kDqFused) {
+    sm90::fence_operands(dq);
+    // The last tile's share: with two tiles each half's last tile is the other's first, whose share
+    // is in this half's xchg slot once both have passed the barrier.
+    if constexpr (kWG == 2 || kCluster == 2) {
+      if (tiles == 2) {
+        if constexpr (kCluster == 2) {
+          sm90::cluster_arrive_release();
+          sm90::cluster_wait();
+        } else {
+          __syncthreads();
+        }
+        const int slot = kWG == 2 ? 1 - c : 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float4 o = xchg[(slot * 8 + i) * 128 + tid];
+          dq[4 * i] += o.x;
+          dq[4 * i + 1] += o.y;
+          dq[4 * i + 2] += o.z;
+          dq[4 * i + 3] += o.w;
+        }
+      }
+    }
+    if (tiles == 2 || part == 0) {
+      const int tq = (tiles - 1 + part) % tiles;
+      const size_t ldq = 3 * static_cast<size_t>(kHidden);
+      E* dq_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ldq + h * kHeadDim + 2 * t;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = tq * F::kQueries + 16 * w + g + 8 * r;
+        if (i >= seq) continue;
+        E* row = dq_g + static_cast<size_t>(i) * ldq;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) flash::store2<E>(row + n * 8, dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
+      }
+    }
+  } else if (tid == 0) {
+    sm90::tma_store_wait<0>();
+  }
 
   // dK = scale·dSᵀ·Q, dV = (1/(1−p))·(P ⊙ Z)ᵀ·dO into grad_qkv (rows past S are not written).
   const float v_scale = kDropout ? kAttnDropoutScale : 1.f;

@@ -227,6 +227,34 @@ __device__ __forceinline__ void warpgroup_sync(int wg) { wg == 0 ? named_sync<1,
 __device__ __forceinline__ void turn_wait(int wg) { wg == 0 ? named_sync<3, 256>() : named_sync<4, 256>(); }
 __device__ __forceinline__ void turn_give(int wg) { wg == 0 ? named_arrive<3, 256>() : named_arrive<4, 256>(); }
 
+// Thread-block clusters: the cluster-wide barrier (every thread of every CTA of the cluster arrives,
+// then waits; arrive and wait alternate per thread), and 16-byte stores into a peer CTA's shared
+// memory (distributed shared memory: `addr` in this CTA's shared window, mapped to CTA `rank`).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if DSKC_SM90A
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+#if DSKC_SM90A
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if DSKC_SM90A
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void st_cluster_f4(uint32_t addr, uint32_t rank, float4 v) {
+#if DSKC_SM90A
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(remote), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+#endif
+}
+
 // Shared-memory matrix descriptor of a K-major, 128B-swizzled operand tile starting at `addr`.
 __device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
@@ -323,6 +351,28 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : DSKC_F32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+#endif
+}
+// D[64x64] (+)= A[64x16] · B[16x64], both M/N-major in shared memory (wgmma_desc_mn128: A stored
+// [k][m] with m contiguous, B [k][n] with n contiguous; imm-tnsp-a = imm-tnsp-b = 1); `accumulate` = 0
+// overwrites D. D layout as above.
+template <typename E>
+__device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#if DSKC_SM90A
+  if constexpr (SameType<E, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"
+        : DSKC_F32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"
         : DSKC_F32(d)
         : "l"(desc_a), "l"(desc_b), "r"(accumulate));
   }

@@ -1990,6 +1990,94 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
     check_env_error("DSKC_ATTN_BWD", bad, "wgmma", "sync", [] { attn_bwd_from_env(); });
 }
 
+TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block covers every key (S <= 128), "
+          "else the dQ GEMM") {
+  auto plan_for = [](LayerConfig c, int max_seq, AttnDq dq, const std::string& arch = "sm_90",
+                     AttnBwd bwd = AttnBwd::Wgmma) {
+    c.max_seq_length = max_seq;
+    PlanOptions o;
+    o.attention = AttentionPath::FusedWhereSupported;
+    o.attn_dq = dq;
+    o.arch = arch;
+    o.attn_bwd = bwd;
+    return make_plan(c, o);
+  };
+  for_each_fused_bert_large([&](const LayerConfig& c) {
+    for (int max_seq : {128, 100, 65, 64, 1})
+      for (AttnBwd bwd : {AttnBwd::Wgmma, AttnBwd::Wgmma2}) {
+        CAPTURE(max_seq);
+        CAPTURE(bwd == AttnBwd::Wgmma2);
+        const LayerPlan f = plan_for(c, max_seq, AttnDq::Fused, "sm_90", bwd),
+                        g = plan_for(c, max_seq, AttnDq::Gemm, "sm_90", bwd);
+        // Two 64-key halves above 64: a cluster of two one-warpgroup blocks (wgmma) or one block of
+        // two warpgroups (wgmma2); one warpgroup holds every key up to 64.
+        const bool halves = max_seq > 64;
+        const int wgs = halves && bwd == AttnBwd::Wgmma2 ? 2 : 1, cluster = halves && wgs == 1 ? 2 : 1;
+        CHECK(f.attn_dq_fused);
+        CHECK_FALSE(f.attn_dq_gemm);
+        CHECK(f.attn_bwd_wgmma);
+        CHECK(f.attn_bwd_wgs == wgs);
+        CHECK(f.attn_bwd_cluster == cluster);
+        CHECK(g.attn_dq_gemm);
+        CHECK_FALSE(g.attn_dq_fused);
+        CHECK(g.attn_bwd_cluster == 1);
+        // The same kernels; no dSᵀ workspace (one [B, heads, S, padded S] tensor less).
+        CHECK(kernel_names(f) == kernel_names(g));
+        CHECK(f.activation_bytes() == g.activation_bytes());
+        const int64_t scores =
+            int64_t{c.batch_size} * c.heads * max_seq * padded_seq(max_seq) * dtype_bytes(c.dtype());
+        CHECK(g.workspace_bytes(c.batch_size, max_seq) - f.workspace_bytes(c.batch_size, max_seq) >= scores);
+        CHECK(std::none_of(f.workspace.begin(), f.workspace.end(), [](const auto& w) { return w.name == "grad_scores"; }));
+        const KernelInfo* k = f.find_kernel("attn_flash_bwd_dkdv");
+        REQUIRE(k);
+        const std::string args = fmt::format("{}, true{}", wgs, cluster == 2 ? ", 2" : "");
+        CHECK(k->op == "attn_flash_bwd_wgmma");
+        CHECK(k->instantiation == "attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, " + args + ">");
+        CHECK(k->min_blocks == "FlashWgBwdTile<" + args + ">::kMinBlocks");
+        CHECK(k->block == 128 * wgs);
+        CHECK(k->rows_per_block == 64 * wgs);
+        CHECK(k->cluster == cluster);
+        CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(wgs, true, cluster));
+        CHECK(k->fuses.find("dQ = dS·K/√d") != std::string::npos);
+        const std::string src = emit(f).source;
+        CHECK((src.find("__cluster_dims__(2, 1, 1) attn_flash_bwd_dkdv(") != std::string::npos) == (cluster == 2));
+      }
+  });
+  // Two halves add a 64 x 64 fp32 dQ share per warpgroup of a block of two, or one per clustered
+  // block; one warpgroup holding every key needs none. Two clustered blocks still fit on an SM.
+  const int share = 64 * 64 * 4;
+  CHECK(flash_wg_bwd_smem_bytes(2, true) == flash_wg_bwd_smem_bytes(2) + 2 * share);
+  CHECK(flash_wg_bwd_smem_bytes(1, true, 2) == flash_wg_bwd_smem_bytes(1) + share);
+  CHECK(flash_wg_bwd_smem_bytes(1, true) == flash_wg_bwd_smem_bytes(1));
+  CHECK(flash_wg_bwd_smem_bytes(2, true) <= 227 * 1024);
+  CHECK(2 * (flash_wg_bwd_smem_bytes(1, true, 2) + 1024) <= 228 * 1024);
+  // Elsewhere, the dQ GEMM as with DSKC_ATTN_DQ=gemm: longer sequences, the mma.sync kernel, other
+  // archs and head dims.
+  LayerConfig d128 = bert_large();
+  d128.heads = 8;
+  struct Off {
+    LayerConfig c;
+    int max_seq;
+    const char* arch;
+    AttnBwd bwd;
+  };
+  for (const Off& o : {Off{bert_large(), 129, "sm_90", AttnBwd::Wgmma}, Off{bert_large(), 512, "sm_90", AttnBwd::Wgmma},
+                       Off{bert_large(), 128, "sm_90", AttnBwd::Sync}, Off{bert_large(), 128, "sm_80", AttnBwd::Wgmma},
+                       Off{d128, 128, "sm_90", AttnBwd::Wgmma}}) {
+    CAPTURE(o.max_seq);
+    CAPTURE(o.arch);
+    const LayerPlan f = plan_for(o.c, o.max_seq, AttnDq::Fused, o.arch, o.bwd),
+                    g = plan_for(o.c, o.max_seq, AttnDq::Gemm, o.arch, o.bwd);
+    CHECK_FALSE(f.attn_dq_fused);
+    CHECK(f.attn_dq_gemm);
+    CHECK(emit(f).source == emit(g).source);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "fused");
+    CHECK(attn_dq_from_env() == AttnDq::Fused);
+  }
+}
+
 TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=wgmma, the default; wgmma3; sync)") {
   auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnFwd fwd, AttnMask mask = AttnMask::Kernel) {
     PlanOptions o;
@@ -2462,6 +2550,7 @@ struct ModuleCase {
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd + attn_flash_fwd reading bits
   bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
   bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
+  bool dq_fused = false;     // DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel (sm_90, S <= 128)
   int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;  // sm_90, head dim 64: the wgmma dK/dV kernel by default
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
@@ -2489,6 +2578,7 @@ void compile_module(const ModuleCase& mc) {
   PlanOptions opt{mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
                   mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel   ? AttnDq::Kernel
                   : mc.dq_atomic ? AttnDq::Atomic
+                  : mc.dq_fused  ? AttnDq::Fused
                                  : AttnDq::Gemm};
   opt.attn_fwd_stages = mc.fwd_stages;
   opt.attn_bwd = mc.attn_bwd;
@@ -2500,6 +2590,7 @@ void compile_module(const ModuleCase& mc) {
   const LayerPlan plan = make_plan(c, opt);
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
   if (mc.dgrad_gemm == DgradGemm::Sm90) REQUIRE(plan.dgrad_gemm_sm90);
+  if (mc.dq_fused) REQUIRE(plan.attn_dq_fused);
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -2649,6 +2740,15 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
       {.hidden = 768, .heads = 12, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags,
        .attn_bwd = AttnBwd::Wgmma2},
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .attn_bwd = AttnBwd::Sync},
+      // DSKC_ATTN_DQ=fused: dQ in the wgmma dK/dV kernel, clusters of two blocks (S <= 128), one block
+      // (S <= 64) or blocks of two warpgroups (wgmma2), fp16 / bf16, every memory flag, Post-LN, no
+      // attention dropout.
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .dq_fused = true},
+      {.hidden = 768, .heads = 12, .seq = 100, .dtype = BF16, .arch = "sm_90", .pre_ln = false, .flags = kAllFlags,
+       .dq_fused = true},
+      {.hidden = 256, .heads = 4, .seq = 64, .dtype = F16, .arch = "sm_90", .attn_drop = 0, .dq_fused = true},
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = BF16, .arch = "sm_90", .dq_fused = true,
+       .attn_bwd = AttnBwd::Wgmma2},
       // DSKC_OUTPUT_GEMM=fused (the output GEMM's residual epilogue, setmaxnreg): fp16 / bf16, with and
       // without hidden dropout, inference, BERT-Base width.
       {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .output_gemm = OutputGemm::Fused,

@@ -49,6 +49,7 @@ struct Case {
   bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
   bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq, no dQ GEMM
+  bool dq_fused = false;     // DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel (max_seq <= 128 on Hopper)
 };
 
 LayerConfig config_of(const Case& k) {
@@ -96,12 +97,13 @@ struct Result {
   std::vector<float> out, dx, ctx, dqkv, lse;
   std::vector<uint32_t> bits;  // attn_dropout_bits as the backward read them (saved or workspace)
   std::map<std::string, std::vector<float>> grads;
-  bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false;
+  bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false, dq_fused = false;
   int fwd_stages = 0;  // the plan's attn_fwd_stages
   bool fwd_wgmma = false;  // the plan's attn_fwd_wgmma (attn_flash_fwd on warpgroup MMA)
   int fwd_wg_stages = 0;   // its K/V stages
   bool bwd_wgmma = false;  // the plan's attn_bwd_wgmma (attn_flash_bwd_dkdv on warpgroup MMA)
   int bwd_wgs = 0;         // its math warpgroups per block
+  int bwd_cluster = 0;     // its blocks per cluster
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
@@ -134,11 +136,13 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.saves_bits = layer.plan().attn_keep_bits_saved;
   r.dq_atomic = layer.plan().attn_dq_atomic;
   r.dq_gemm = layer.plan().attn_dq_gemm;
+  r.dq_fused = layer.plan().attn_dq_fused;
   r.fwd_stages = layer.plan().attn_fwd_stages;
   r.fwd_wgmma = layer.plan().attn_fwd_wgmma;
   r.fwd_wg_stages = layer.plan().attn_fwd_wg_stages;
   r.bwd_wgmma = layer.plan().attn_bwd_wgmma;
   r.bwd_wgs = layer.plan().attn_bwd_wgs;
+  r.bwd_cluster = layer.plan().attn_bwd_cluster;
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
     const size_t words = rows * c.heads * ((S + 31) / 32);
@@ -247,12 +251,15 @@ void check_case(const Case& k, bool verbose) {
   auto [x, dy, mask] = inputs_of(k, H, t, 1, 2);
 
   const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S,
-                       k.mask_kernel ? "kernel" : "inline", true, k.stochastic ? "atomic" : nullptr);
+                       k.mask_kernel ? "kernel" : "inline", true,
+                       k.stochastic ? "atomic" : k.dq_fused ? "fused" : nullptr);
   const Result u = run(ctx, c, AttentionPath::Unfused, params, x, mask, dy, B, S);
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
   CHECK(f.dq_atomic == k.stochastic);
-  CHECK(f.dq_gemm == !k.stochastic);  // the default: dQ from dSᵀ by a batched GEMM
+  // The default: dQ from dSᵀ by a batched GEMM; DSKC_ATTN_DQ=fused: in the wgmma kernel where it applies.
+  CHECK(f.dq_fused == (k.dq_fused && f.bwd_wgmma && k.max_seq <= 128));
+  CHECK(f.dq_gemm == !(k.stochastic || f.dq_fused));
   CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
   CHECK(f.bits.empty() == (k.attn_p == 0));
@@ -652,12 +659,20 @@ void check_grads_vs_sync(const Case& k, const Result& a, const Result& w, const 
 // and so does every gradient computed from them; a second run is bitwise equal to the first (no
 // atomics). Partial key and query tiles (S = 1, 33, 127, 200, 509), one or two warpgroups past S,
 // masks, dropout on and off, the rewritten bits of attn_dropout_checkpoint, fp16 and bf16.
-void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
+// With dq = "fused" (DSKC_ATTN_DQ=fused) the wgmma kernel also computes dQ where its warpgroups cover
+// every key (max_seq <= 128: one warpgroup up to 64; above, two 64-key halves: the blocks of a cluster
+// with wgmma, the warpgroups of one block with wgmma2; also with S <= 64 there, where the second half's
+// keys are all past S), else the dQ GEMM stays; `wgs` 0 = as the plan picks then.
+void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs, const char* dq = nullptr) {
   if (!selected(k.name)) return;
   const LayerConfig c = config_of(k);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size;
-  INFO("case " << k.name << ": DSKC_ATTN_BWD=" << variant << " vs sync, B=" << B << " S=" << S << " "
+  const bool fused_dq = dq && std::strcmp(dq, "fused") == 0 && k.max_seq <= 128;
+  const bool halves = fused_dq && k.max_seq > 64;
+  if (dq && wgs == 0) wgs = halves && std::strcmp(variant, "wgmma2") == 0 ? 2 : 1;
+  INFO("case " << k.name << ": DSKC_ATTN_BWD=" << variant << (dq ? " DSKC_ATTN_DQ=" : "") << (dq ? dq : "")
+               << " vs sync, B=" << B << " S=" << S << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   const Progress progress(std::string(k.name) + " " + variant + " vs sync");
   Context ctx;
@@ -671,7 +686,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
   }
   {
     const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", variant);
-    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S);
+    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", true, dq);
   }
   REQUIRE(a.fused);
   REQUIRE_FALSE(a.bwd_wgmma);
@@ -680,30 +695,44 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs) {
     return;
   }
   CHECK(w[0].bwd_wgs == wgs);
+  CHECK(w[0].dq_fused == fused_dq);
+  CHECK(w[0].dq_gemm == !fused_dq);
+  CHECK(w[0].bwd_cluster == (halves && wgs == 1 ? 2 : 1));
   CHECK(w[0].out == a.out);
   CHECK(w[0].lse == a.lse);
   CHECK(w[0].bits == a.bits);
   CHECK(w[1].dqkv == w[0].dqkv);
   CHECK(w[1].dx == w[0].dx);
-  check_grads_vs_sync(k, a, w[0], w[1], variant);
+  const std::string label = std::string(variant) + (fused_dq ? " fused dQ" : "");
+  check_grads_vs_sync(k, a, w[0], w[1], label.c_str());
 }
 
 TEST_CASE("fused attention backward on warpgroup MMA (DSKC_ATTN_BWD=wgmma, wgmma2) vs the mma.sync kernel, the "
           "unfused path and the CPU reference") {
   dskc_test::require_gpu();
-  const std::pair<const char*, int> variants[] = {{"wgmma", 1}, {"wgmma2", 2}};
-  for (const auto& [v, wgs] : variants) {
-    check_wgmma_vs_sync({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, v, wgs);
-    check_wgmma_vs_sync({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, v, wgs);
-    check_wgmma_vs_sync({"d64-s33-bf16", 2, 40, 33, 256, 4, DType::BF16, false, 0.2, true}, v, wgs);
-    check_wgmma_vs_sync({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, v, wgs);
-    check_wgmma_vs_sync({"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true}, v, wgs);
-    check_wgmma_vs_sync({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, v, wgs);
+  struct Variant {
+    const char* bwd;
+    int wgs;         // 0: as the plan picks for the fused dQ
+    const char* dq;  // DSKC_ATTN_DQ
+  };
+  const Variant variants[] = {
+      {"wgmma", 1, nullptr}, {"wgmma2", 2, nullptr}, {"wgmma", 0, "fused"}, {"wgmma2", 0, "fused"}};
+  for (const auto& [v, wgs, dq] : variants) {
+    check_wgmma_vs_sync({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-s33-bf16", 2, 40, 33, 256, 4, DType::BF16, false, 0.2, true}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-m128-s50", 2, 128, 50, 256, 4, DType::F16, true, 0.1, true}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-m128-s65-adc", 3, 128, 65, 256, 4, DType::BF16, true, 0.1, true, true}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true}, v, wgs, dq);
+    check_wgmma_vs_sync({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, v, wgs, dq);
     // The same kernels against the unfused path and the double-precision reference.
     const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", v);
-    check_case({"d64-s127-wg", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true}, false);
-    check_case({"d64-s77-bf16-wg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true}, false);
-    check_case({"d64-s381-adc-wg", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true, true}, false);
+    const bool f = dq != nullptr;
+    check_case({"d64-s127-wg", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, false, false, false, f}, false);
+    check_case({"d64-s77-bf16-wg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true, false, false, false, f}, false);
+    check_case({"d64-m64-s64-wg", 2, 64, 64, 256, 4, DType::F16, true, 0.1, true, false, false, false, f}, false);
+    check_case({"d64-s381-adc-wg", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true, true, false, false, f}, false);
   }
 }
 
