@@ -670,7 +670,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs, const char
   const int B = k.batch, S = k.seq, H = c.hidden_size;
   const bool fused_dq = dq && std::strcmp(dq, "fused") == 0 && k.max_seq <= 128;
   const bool halves = fused_dq && k.max_seq > 64;
-  if (dq && wgs == 0) wgs = halves && std::strcmp(variant, "wgmma2") == 0 ? 2 : 1;
+  if (dq && wgs == 0) wgs = std::strcmp(variant, "wgmma2") == 0 && (!fused_dq || halves) ? 2 : 1;
   INFO("case " << k.name << ": DSKC_ATTN_BWD=" << variant << (dq ? " DSKC_ATTN_DQ=" : "") << (dq ? dq : "")
                << " vs sync, B=" << B << " S=" << S << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
