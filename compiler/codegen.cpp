@@ -223,7 +223,7 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                      params_bytes(k.params_type), k.params_type);
     const std::string bounds = k.min_blocks.empty() ? std::to_string(k.block) : fmt::format("{}, {}", k.block, k.min_blocks);
     o << fmt::format("extern \"C\" __global__ void __launch_bounds__({}){} {}(const {}{} p) {{\n  {}(p);\n}}\n", bounds,
-                     k.cluster > 1 ? fmt::format(" __cluster_dims__({}, 1, 1)", k.cluster) : std::string(), k.name,
+                     k.cluster > 1 ? fmt::format(" DSKC_CLUSTER_DIMS({})", k.cluster) : std::string(), k.name,
                      k.grid_constant ? "__grid_constant__ " : "", k.params_type, k.instantiation);
     m.kernel_names.push_back(k.name);
   }

@@ -142,12 +142,12 @@ OutputGemm output_gemm_from_env() {
 }
 
 AttnDq attn_dq_from_env() {
-  return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
+  return env_choice("DSKC_ATTN_DQ", AttnDq::Fused,
                     {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}, {"fused", AttnDq::Fused}},
-                    "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ), "
-                    "\"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile), \"atomic\" "
-                    "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics) or \"fused\" "
-                    "(on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ too; elsewhere as gemm)");
+                    "\"fused\" (the default: on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ "
+                    "too; elsewhere as gemm), \"gemm\" (attn_flash_bwd_dkdv stores dS and one batched GEMM "
+                    "computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
+                    "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 
 AttnBwd attn_bwd_from_env() {

@@ -227,6 +227,14 @@ __device__ __forceinline__ void warpgroup_sync(int wg) { wg == 0 ? named_sync<1,
 __device__ __forceinline__ void turn_wait(int wg) { wg == 0 ? named_sync<3, 256>() : named_sync<4, 256>(); }
 __device__ __forceinline__ void turn_give(int wg) { wg == 0 ? named_arrive<3, 256>() : named_arrive<4, 256>(); }
 
+// A kernel's compile-time cluster size (x CTAs) where the arch has clusters (sm_90+); the generated
+// source uses it for cluster kernels (compiler/codegen.cpp), which also compile standalone for sm_80.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define DSKC_CLUSTER_DIMS(x)
+#else
+#define DSKC_CLUSTER_DIMS(x) __cluster_dims__(x, 1, 1)
+#endif
+
 // Thread-block clusters: the cluster-wide barrier (every thread of every CTA of the cluster arrives,
 // then waits; arrive and wait alternate per thread), and 16-byte stores into a peer CTA's shared
 // memory (distributed shared memory: `addr` in this CTA's shared window, mapped to CTA `rank`).

@@ -2040,7 +2040,7 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
         CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(wgs, true, cluster));
         CHECK(k->fuses.find("dQ = dS·K/√d") != std::string::npos);
         const std::string src = emit(f).source;
-        CHECK((src.find("__cluster_dims__(2, 1, 1) attn_flash_bwd_dkdv(") != std::string::npos) == (cluster == 2));
+        CHECK((src.find("DSKC_CLUSTER_DIMS(2) attn_flash_bwd_dkdv(") != std::string::npos) == (cluster == 2));
       }
   });
   // Two halves add a 64 x 64 fp32 dQ share per warpgroup of a block of two, or one per clustered

@@ -49,7 +49,8 @@ struct Case {
   bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
   bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq, no dQ GEMM
-  bool dq_fused = false;     // DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel (max_seq <= 128 on Hopper)
+  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (unless stochastic); nullptr: unset, the default "fused"
+                                 // (dQ inside the wgmma dK/dV kernel at max_seq <= 128 on Hopper, else the GEMM)
 };
 
 LayerConfig config_of(const Case& k) {
@@ -252,13 +253,15 @@ void check_case(const Case& k, bool verbose) {
 
   const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S,
                        k.mask_kernel ? "kernel" : "inline", true,
-                       k.stochastic ? "atomic" : k.dq_fused ? "fused" : nullptr);
+                       k.stochastic ? "atomic" : k.dq_src);
   const Result u = run(ctx, c, AttentionPath::Unfused, params, x, mask, dy, B, S);
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
   CHECK(f.dq_atomic == k.stochastic);
-  // The default: dQ from dSᵀ by a batched GEMM; DSKC_ATTN_DQ=fused: in the wgmma kernel where it applies.
-  CHECK(f.dq_fused == (k.dq_fused && f.bwd_wgmma && k.max_seq <= 128));
+  // The default (DSKC_ATTN_DQ=fused): dQ in the wgmma kernel where it applies, elsewhere (and with
+  // DSKC_ATTN_DQ=gemm) from dSᵀ by a batched GEMM.
+  const bool fused_dq_src = !k.dq_src || std::strcmp(k.dq_src, "fused") == 0;
+  CHECK(f.dq_fused == (!k.stochastic && fused_dq_src && f.bwd_wgmma && k.max_seq <= 128));
   CHECK(f.dq_gemm == !(k.stochastic || f.dq_fused));
   CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
@@ -715,8 +718,7 @@ TEST_CASE("fused attention backward on warpgroup MMA (DSKC_ATTN_BWD=wgmma, wgmma
     int wgs;         // 0: as the plan picks for the fused dQ
     const char* dq;  // DSKC_ATTN_DQ
   };
-  const Variant variants[] = {
-      {"wgmma", 1, nullptr}, {"wgmma2", 2, nullptr}, {"wgmma", 0, "fused"}, {"wgmma2", 0, "fused"}};
+  const Variant variants[] = {{"wgmma", 1, "gemm"}, {"wgmma2", 2, "gemm"}, {"wgmma", 0, "fused"}, {"wgmma2", 0, "fused"}};
   for (const auto& [v, wgs, dq] : variants) {
     check_wgmma_vs_sync({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, v, wgs, dq);
     check_wgmma_vs_sync({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, v, wgs, dq);
@@ -728,7 +730,7 @@ TEST_CASE("fused attention backward on warpgroup MMA (DSKC_ATTN_BWD=wgmma, wgmma
     check_wgmma_vs_sync({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, v, wgs, dq);
     // The same kernels against the unfused path and the double-precision reference.
     const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", v);
-    const bool f = dq != nullptr;
+    const char* f = dq;
     check_case({"d64-s127-wg", 2, 128, 127, 1024, 16, DType::F16, true, 0.1, true, false, false, false, f}, false);
     check_case({"d64-s77-bf16-wg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true, false, false, false, f}, false);
     check_case({"d64-m64-s64-wg", 2, 64, 64, 256, 4, DType::F16, true, 0.1, true, false, false, false, f}, false);
