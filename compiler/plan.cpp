@@ -142,11 +142,11 @@ OutputGemm output_gemm_from_env() {
 }
 
 AttnDq attn_dq_from_env() {
-  return env_choice("DSKC_ATTN_DQ", AttnDq::Fused,
+  return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
                     {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}, {"fused", AttnDq::Fused}},
-                    "\"fused\" (the default: on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ "
-                    "too; elsewhere as gemm), \"gemm\" (attn_flash_bwd_dkdv stores dS and one batched GEMM "
-                    "computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
+                    "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ), "
+                    "\"fused\" (on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ too; elsewhere "
+                    "as gemm), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
                     "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 

@@ -49,8 +49,8 @@ struct Case {
   bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
   bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq, no dQ GEMM
-  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (unless stochastic); nullptr: unset, the default "fused"
-                                 // (dQ inside the wgmma dK/dV kernel at max_seq <= 128 on Hopper, else the GEMM)
+  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (unless stochastic); nullptr: unset, the default dQ GEMM;
+                                 // "fused": dQ inside the wgmma dK/dV kernel at max_seq <= 128 on Hopper
 };
 
 LayerConfig config_of(const Case& k) {
@@ -258,9 +258,9 @@ void check_case(const Case& k, bool verbose) {
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
   CHECK(f.dq_atomic == k.stochastic);
-  // The default (DSKC_ATTN_DQ=fused): dQ in the wgmma kernel where it applies, elsewhere (and with
-  // DSKC_ATTN_DQ=gemm) from dSᵀ by a batched GEMM.
-  const bool fused_dq_src = !k.dq_src || std::strcmp(k.dq_src, "fused") == 0;
+  // The default (DSKC_ATTN_DQ=gemm): dQ from dSᵀ by a batched GEMM; DSKC_ATTN_DQ=fused: in the wgmma
+  // kernel where it applies (elsewhere the GEMM).
+  const bool fused_dq_src = k.dq_src && std::strcmp(k.dq_src, "fused") == 0;
   CHECK(f.dq_fused == (!k.stochastic && fused_dq_src && f.bwd_wgmma && k.max_seq <= 128));
   CHECK(f.dq_gemm == !(k.stochastic || f.dq_fused));
   CHECK_FALSE(u.dq_atomic);
