@@ -1,6 +1,7 @@
 // attn_flash_bwd_dkdv on Hopper's warpgroup MMA (sm_90a; LayerPlan::attn_bwd_wgmma: fp16/bf16, head
-// dim 64, the dQ GEMM path). The same mathematics and outputs as attn_flash_bwd_dkdv_impl<…, kDqGemm>
-// (templates/attn_flash_bwd.cuh), with the products on wgmma instead of mma.sync:
+// dim 64, the dQ GEMM path or, kDqFused, dQ in this kernel: see below). The same mathematics and
+// outputs as attn_flash_bwd_dkdv_impl<…, kDqGemm> (templates/attn_flash_bwd.cuh), with the products
+// on wgmma instead of mma.sync:
 //   Sᵀ = K·Qᵀ, dPᵀ_drop = V·dOᵀ        (A = K / V, B = Q / dO: both K-major tiles in shared memory)
 //   P = 2^(Sᵀ·scale·log2 e + mask − L), Z from the keep bits, dS = P ⊙ (dP_drop ⊙ Z/(1−p) − D)
 //   dV += (P ⊙ Z)ᵀ·dO, dK += dSᵀ·Q     (A = P ⊙ Z / dS from registers, B = dO / Q read N-major)
@@ -312,7 +313,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       sm90::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        sm90::wgmma_m64n64k16_ss_tt<E>(dq, sm90::wgmma_desc_mn128(region + 2048 * kk),
+        sm90::wgmma_m64n64k16_ss<E, 1>(dq, sm90::wgmma_desc_mn128(region + 2048 * kk),
                                        sm90::wgmma_desc_mn128(k_tile + 2048 * kk), kk);
       sm90::wgmma_commit();
     } else if (tid == 0) {

@@ -343,46 +343,27 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
 #define DSKC_F32(d) DSKC_F8(d, 0), DSKC_F8(d, 8), DSKC_F8(d, 16), DSKC_F8(d, 24)
 
 // D[64x64] (+)= A[64x16] · B[64x16]ᵀ, both K-major in shared memory; `accumulate` = 0 overwrites D
-// (scale-d). D layout: thread t, w = t / 32, l = t % 32 holds for 8-column group j (0-7) d[4j], d[4j+1]
+// (scale-d). kTnsp = 1: both read M/N-major instead (wgmma_desc_mn128: A stored [k][m] with m
+// contiguous, B [k][n] with n contiguous; imm-tnsp-a = imm-tnsp-b = 1), D[64x64] (+)= A · B[16x64].
+// D layout: thread t, w = t / 32, l = t % 32 holds for 8-column group j (0-7) d[4j], d[4j+1]
 // = (row 16w + l/4, cols 8j + 2(l%4), +1) and d[4j+2], d[4j+3] = row + 8.
-template <typename E>
+template <typename E, int kTnsp = 0>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(kTnsp == 0 || kTnsp == 1, "imm-tnsp is 0 or 1");
 #if DSKC_SM90A
   if constexpr (SameType<E, __half>::value) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, %35, %35;\n}\n"
         : DSKC_F32(d)
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTnsp));
   } else {
     static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, %35, %35;\n}\n"
         : DSKC_F32(d)
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  }
-#endif
-}
-// D[64x64] (+)= A[64x16] · B[16x64], both M/N-major in shared memory (wgmma_desc_mn128: A stored
-// [k][m] with m contiguous, B [k][n] with n contiguous; imm-tnsp-a = imm-tnsp-b = 1); `accumulate` = 0
-// overwrites D. D layout as above.
-template <typename E>
-__device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-#if DSKC_SM90A
-  if constexpr (SameType<E, __half>::value) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"
-        : DSKC_F32(d)
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  } else {
-    static_assert(SameType<E, __nv_bfloat16>::value, "wgmma operands are fp16 or bf16");
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSKC_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"
-        : DSKC_F32(d)
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTnsp));
   }
 #endif
 }

@@ -1899,19 +1899,21 @@ void check_same_schedule(const LayerPlan& a, const LayerPlan& b) {
   CHECK(a.workspace_bytes(64, 128) == b.workspace_bytes(64, 128));
 }
 
+// A fused-attention plan for `arch` with the given dK/dV kernel and dQ source.
+LayerPlan attn_bwd_plan(const LayerConfig& c, const std::string& arch, AttnBwd bwd, AttnDq dq = AttnDq::Gemm) {
+  PlanOptions o;
+  o.attention = AttentionPath::FusedWhereSupported;
+  o.attn_dq = dq;
+  o.arch = arch;
+  o.attn_bwd = bwd;
+  return make_plan(c, o);
+}
+
 TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN_BWD=wgmma, the default; wgmma2; "
           "sync)") {
-  auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnBwd bwd, AttnDq dq = AttnDq::Gemm) {
-    PlanOptions o;
-    o.attention = AttentionPath::FusedWhereSupported;
-    o.attn_dq = dq;
-    o.arch = arch;
-    o.attn_bwd = bwd;
-    return make_plan(c, o);
-  };
   for_each_fused_bert_large([&](const LayerConfig& c) {
-    const LayerPlan w1 = plan_for(c, "sm_90", AttnBwd::Wgmma), w2 = plan_for(c, "sm_90", AttnBwd::Wgmma2),
-                    s = plan_for(c, "sm_90", AttnBwd::Sync);
+    const LayerPlan w1 = attn_bwd_plan(c, "sm_90", AttnBwd::Wgmma), w2 = attn_bwd_plan(c, "sm_90", AttnBwd::Wgmma2),
+                    s = attn_bwd_plan(c, "sm_90", AttnBwd::Sync);
     CHECK(w1.attn_bwd_wgmma);
     CHECK(w1.attn_bwd_wgs == 1);
     CHECK(w2.attn_bwd_wgmma);
@@ -1948,10 +1950,10 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
   // The default (DSKC_ATTN_BWD unset) on sm_90 is the one-warpgroup kernel; the source differs.
   {
     const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", nullptr);
-    const LayerPlan d = plan_for(bert_large(), "sm_90", AttnBwd::FromEnvironment);
+    const LayerPlan d = attn_bwd_plan(bert_large(), "sm_90", AttnBwd::FromEnvironment);
     CHECK(d.attn_bwd_wgmma);
     CHECK(d.attn_bwd_wgs == 1);
-    CHECK(emit(d).source != emit(plan_for(bert_large(), "sm_90", AttnBwd::Sync)).source);
+    CHECK(emit(d).source != emit(attn_bwd_plan(bert_large(), "sm_90", AttnBwd::Sync)).source);
   }
   // Where it does not apply, the option changes nothing: other archs, head dims other than 64, dQ by
   // its own kernel or stochastic_mode's atomics, inference, fp32 (unfused attention).
@@ -1966,20 +1968,20 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
   for (const auto& [c, dq] : off) {
     CAPTURE(c.head_dim());
     CAPTURE(static_cast<int>(dq));
-    const LayerPlan w = plan_for(c, "sm_90", AttnBwd::Wgmma, dq), s = plan_for(c, "sm_90", AttnBwd::Sync, dq);
+    const LayerPlan w = attn_bwd_plan(c, "sm_90", AttnBwd::Wgmma, dq), s = attn_bwd_plan(c, "sm_90", AttnBwd::Sync, dq);
     CHECK_FALSE(w.attn_bwd_wgmma);
     CHECK(emit(w).source == emit(s).source);
   }
   for (const char* arch : {"sm_80", "sm_86", "sm_89"}) {
     CAPTURE(arch);
-    const LayerPlan w = plan_for(bert_large(), arch, AttnBwd::Wgmma2);
+    const LayerPlan w = attn_bwd_plan(bert_large(), arch, AttnBwd::Wgmma2);
     CHECK_FALSE(w.attn_bwd_wgmma);
     CHECK(w.find_kernel("attn_flash_bwd_dkdv")->op == "attn_flash_bwd");
   }
   // DSKC_ATTN_BWD, read when the options leave the choice to it; a bad value is a config error.
   auto from_env = [&](const char* v) {
     const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", v);
-    const LayerPlan p = plan_for(bert_large(), "sm_90", AttnBwd::FromEnvironment);
+    const LayerPlan p = attn_bwd_plan(bert_large(), "sm_90", AttnBwd::FromEnvironment);
     return p.attn_bwd_wgmma ? p.attn_bwd_wgs : 0;
   };
   CHECK(from_env("") == 1);
@@ -1995,12 +1997,7 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
   auto plan_for = [](LayerConfig c, int max_seq, AttnDq dq, const std::string& arch = "sm_90",
                      AttnBwd bwd = AttnBwd::Wgmma) {
     c.max_seq_length = max_seq;
-    PlanOptions o;
-    o.attention = AttentionPath::FusedWhereSupported;
-    o.attn_dq = dq;
-    o.arch = arch;
-    o.attn_bwd = bwd;
-    return make_plan(c, o);
+    return attn_bwd_plan(c, arch, bwd, dq);
   };
   for_each_fused_bert_large([&](const LayerConfig& c) {
     for (int max_seq : {128, 100, 65, 64, 1})
