@@ -142,11 +142,11 @@ OutputGemm output_gemm_from_env() {
 }
 
 AttnDq attn_dq_from_env() {
-  return env_choice("DSKC_ATTN_DQ", AttnDq::Gemm,
+  return env_choice("DSKC_ATTN_DQ", AttnDq::Fused,
                     {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}, {"fused", AttnDq::Fused}},
-                    "\"gemm\" (the default: attn_flash_bwd_dkdv stores dS and one batched GEMM computes dQ), "
-                    "\"fused\" (on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ too; elsewhere "
-                    "as gemm), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
+                    "\"fused\" (the default: on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ "
+                    "too; elsewhere as gemm), \"gemm\" (attn_flash_bwd_dkdv stores dS and one batched GEMM "
+                    "computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
                     "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
 }
 
@@ -640,6 +640,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       plan.attn_dq_atomic = dq_atomic;
       plan.attn_dq_gemm = dq_gemm;
       plan.attn_dq_fused = dq_fused;
+      // Fused dQ above 64 keys: two key halves, the blocks of a cluster (wgmma) or the warpgroups of
+      // one block (wgmma2).
+      const bool halves = dq_fused && c.max_seq_length > 64;
+      const int wgs = bwd_src == AttnBwd::Wgmma2 && (!dq_fused || halves) ? 2 : 1;
+      plan.attn_dot_in_dkdv = dq_fused && wgs == 1;
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
       // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
@@ -650,17 +655,21 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                                                          : "") +
                              (dq_atomic ? "" : "; no atomics");
       const bool dot_bits = plan.attn_bits_bwd_in_dot;
-      b.flash(Pass::Backward, "attn_flash_bwd_dot", dot_bits ? "AttnFlashDotBitsParams" : "AttnFlashDotParams",
-              dot_bits    ? "attn_flash_bwd_dot_bits_impl<T>"
-              : dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>"
-                          : "attn_flash_bwd_dot_impl<T>",
-              "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
-              std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
-                  (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : "") +
-                  (dot_bits ? " + the attention dropout keep mask regenerated (Philox) as bits (attn_dropout_checkpoint: "
-                              "not kept)"
-                            : ""));
-      if (dot_bits) plan.kernels.back().op = "attn_flash_bwd_dot_bits";
+      // With attn_dot_in_dkdv the dK/dV kernel computes D itself; the launch stays only for the bits
+      // (its D then goes unread).
+      if (!plan.attn_dot_in_dkdv || dot_bits) {
+        b.flash(Pass::Backward, "attn_flash_bwd_dot", dot_bits ? "AttnFlashDotBitsParams" : "AttnFlashDotParams",
+                dot_bits    ? "attn_flash_bwd_dot_bits_impl<T>"
+                : dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>"
+                            : "attn_flash_bwd_dot_impl<T>",
+                "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
+                std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
+                    (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : "") +
+                    (dot_bits ? " + the attention dropout keep mask regenerated (Philox) as bits (attn_dropout_checkpoint: "
+                                "not kept)"
+                              : ""));
+        if (dot_bits) plan.kernels.back().op = "attn_flash_bwd_dot_bits";
+      }
       if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln && !dot_bits)
         b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
                        std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
@@ -676,10 +685,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
                 "writes dQ into grad_qkv (" + re + ")");
       } else if ((dq_gemm || dq_fused) && wg_ok) {
-        // Fused dQ above 64 keys: two key halves, the blocks of a cluster (wgmma) or the warpgroups of
-        // one block (wgmma2).
-        const bool halves = dq_fused && c.max_seq_length > 64;
-        const int wgs = bwd_src == AttnBwd::Wgmma2 && (!dq_fused || halves) ? 2 : 1;
         const int cluster = halves && wgs == 1 ? 2 : 1;
         plan.attn_bwd_wgmma = true;
         plan.attn_bwd_wgs = wgs;
@@ -694,10 +699,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                             wgs, wgs == 1 ? "" : "s",
                             !dq_fused      ? "dSᵀ into grad_scores by TMA for the dQ GEMM"
                             : cluster == 2 ? "dQ = dS·K/√d (clusters of two blocks hold every key; the peer's share "
-                                             "added from distributed shared memory)"
+                                             "added from distributed shared memory) + D = rowsum(dO ⊙ O) (O by TMA)"
                             : wgs == 2     ? "dQ = dS·K/√d (the block holds every key; the warpgroups' shares added in "
                                              "shared memory)"
-                                           : "dQ = dS·K/√d (the block holds every key)",
+                                           : "dQ = dS·K/√d (the block holds every key) + D = rowsum(dO ⊙ O) (O by TMA)",
                             re));
         KernelInfo& k = plan.kernels.back();
         k.op = "attn_flash_bwd_wgmma";

@@ -154,7 +154,7 @@ struct LayerPlan {
   // its dQ into grad_qkv. The order of the atomic additions varies, so dQ is not bitwise
   // reproducible run to run (dK, dV and everything before are).
   bool attn_dq_atomic = false;
-  // Fused attention in training, AttnDq::Gemm (the default; also AttnDq::Fused where that does not apply): attn_flash_bwd_dkdv
+  // Fused attention in training, AttnDq::Gemm (and AttnDq::Fused, the default, where that does not apply): attn_flash_bwd_dkdv
   // also stores dSᵀ (dtype T) in the workspace tensor grad_scores [B, heads, S, padded S] and the
   // runtime computes dQ = dS·K/√d with one batched GEMM (gemm_attn_dq) instead of attn_flash_bwd_dq,
   // which would compute P and dS a second time. Deterministic like the kernel it replaces.
@@ -173,6 +173,10 @@ struct LayerPlan {
   // block (wgmma2).
   bool attn_dq_fused = false;
   int attn_bwd_cluster = 1;
+  // attn_dq_fused with one warpgroup per block (FlashWgBwdTile::kDotFused): the wgmma kernel also
+  // computes D = rowsum(dO ⊙ O) per query tile (O by TMA into its dSᵀ regions), so attn_flash_bwd_dot
+  // runs only where it also rewrites the keep bits (attn_bits_bwd_in_dot); attn_row_dot stays unread.
+  bool attn_dot_in_dkdv = false;
   // On sm_90 (fp16/bf16, head dim 64) with the keep flags from attn_dropout_bits_fwd or no attention
   // dropout: attn_flash_fwd is the wgmma kernel of templates/attn_flash_fwd_wgmma.cuh (Q and K/V tiles
   // by TMA into attn_fwd_wg_stages stages, S = Q·Kᵀ and O += P·V on warpgroup MMA, the next tile's S
@@ -233,7 +237,7 @@ enum class AttnBitsBwd {
 };
 // How the fused attention backward produces dQ.
 enum class AttnDq {
-  FromEnvironment,  // DSKC_ATTN_DQ: unset, "" or "gemm" -> Gemm; "fused" -> Fused; "kernel"; "atomic"
+  FromEnvironment,  // DSKC_ATTN_DQ: unset, "" or "fused" -> Fused; "gemm" -> Gemm; "kernel"; "atomic"
   Gemm,             // attn_flash_bwd_dkdv also writes dSᵀ into grad_scores; the batched GEMM gemm_attn_dq
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
@@ -339,7 +343,7 @@ AttnMask attn_mask_from_env();
 // Reads DSKC_LN_BWD (unset, "", "warp" -> WarpRows; "block" -> BlockRows); any other value is an
 // Error(Config) naming the variable.
 LnBwd ln_bwd_from_env();
-// Reads DSKC_ATTN_DQ (unset, "", "gemm" -> Gemm; "fused" -> Fused; "kernel" -> Kernel; "atomic" -> Atomic); any
+// Reads DSKC_ATTN_DQ (unset, "", "fused" -> Fused; "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic); any
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
 AttnDq attn_dq_from_env();

@@ -106,7 +106,7 @@ struct AttnFlashBwd {
 };
 // templates/attn_flash_bwd_wgmma.cuh (AttnFlashBwdWgParams): TMA maps first, like GemmSm90.
 struct AttnFlashBwdWg {
-  CUtensorMap qkv, dctx, ds;
+  CUtensorMap qkv, dctx, ds, ctx;  // ds: plan attn_dq_gemm only; ctx (O): attn_dot_in_dkdv only
   Ptr mask;
   const float *lse, *dot;
   const uint32_t* bits;
@@ -161,7 +161,7 @@ static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
 static_assert(sizeof(AttnFlashDotBits) == 80);
 static_assert(sizeof(AttnFlashBwd) == 88);
-static_assert(sizeof(AttnFlashBwdWg) == 512 && offsetof(AttnFlashBwdWg, mask) == 384);
+static_assert(sizeof(AttnFlashBwdWg) == 640 && offsetof(AttnFlashBwdWg, mask) == 512);
 static_assert(sizeof(AttnFlashFwdWg) == 256 && offsetof(AttnFlashFwdWg, mask) == 128);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);

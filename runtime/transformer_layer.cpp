@@ -754,12 +754,13 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     const bool dq_atomic = plan_.attn_dq_atomic;
     float* dq_acc = dq_atomic ? F(t("attn_dq_acc")) : nullptr;
     uint32_t* dq_tickets = dq_atomic ? U32(t("attn_dq_tickets")) : nullptr;
+    // (attn_dot_in_dkdv: the wgmma dK/dV kernel computes D itself; the launch runs only for the bits.)
     const kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), dq_acc, dq_tickets, batch_, seq};
     if (plan_.attn_bits_bwd_in_dot) {
       // attn_dropout_checkpoint: the same launch rewrites the keep bits for attn_flash_bwd_dkdv.
       const kp::AttnFlashDotBits pdb{pd, {U32(t("attn_dropout_bits")), batch_, seq, rng}};
       run_kernel("attn_flash_bwd_dot", &pdb, rows);
-    } else {
+    } else if (!plan_.attn_dot_in_dkdv) {
       run_kernel("attn_flash_bwd_dot", &pd, rows);
     }
     // The dropout mask comes from attn_dropout_bits: saved by the forward, or (attn_dropout_checkpoint)
@@ -786,6 +787,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
         pw.qkv = tma_rows_3d_128b(t("qkv"), dt, 3 * H, seq, batch_, 3 * H, 64);
         pw.dctx = tma_rows_3d_128b(lin, dt, H, seq, batch_, H, 64);
         if (dq_gemm) pw.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
+        if (plan_.attn_dot_in_dkdv) pw.ctx = tma_rows_3d_128b(t("attn_context"), dt, H, seq, batch_, H, 64);
         pw.mask = P(mask_);
         pw.lse = F(t("attn_lse"));
         pw.dot = F(t("attn_row_dot"));

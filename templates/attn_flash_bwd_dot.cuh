@@ -47,7 +47,7 @@ __device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams
   float acc = 0.f;
   if (i < p.seq) {
 #pragma unroll
-    for (int c = 0; c < kPer; c += 2) acc += to_f(ov[c]) * to_f(dv[c]) + to_f(ov[c + 1]) * to_f(dv[c + 1]);
+    for (int c = 0; c < kPer; c += 2) acc = flash::dot2_acc(acc, to_f(ov[c]), to_f(dv[c]), to_f(ov[c + 1]), to_f(dv[c + 1]));
     if constexpr (kDq == kDqAtomic) {
       if constexpr (kPer % 4 == 0) {
 #pragma unroll

@@ -70,15 +70,20 @@ struct FlashWgBwdTile {
   static constexpr int smem_bytes = 1024 + kBars0 + 8 * kBars;  // + 1024: aligning the dynamic base
   // Resident blocks per SM the kernel is built for (__launch_bounds__): 8 warps per SM.
   static constexpr int kMinBlocks = kWG == 1 ? 2 : 1;
+  // kDqFused with one warpgroup per block: D = rowsum(dO ⊙ O) of each query tile computed here, from
+  // the O tile that TMA loads with the stage into the dSᵀ region of the step that uses it (free until
+  // that step's stmatrix; two regions, at most two query tiles): no attn_flash_bwd_dot launch.
+  static constexpr bool kDotFused = kDqFused && kWG == 1;
 };
 
 struct AttnFlashBwdWgParams {
   sm90::TmaDescriptor qkv;   // [B][S][3H], 64 x 64 x 1 boxes (Q, K, V tiles of one head)
   sm90::TmaDescriptor dctx;  // [B][S][H] dO, 64 x 64 x 1 boxes
   sm90::TmaDescriptor ds;    // [B·heads][S][padded S] dSᵀ stores (row = key), 64 x 64 x 1 boxes
+  sm90::TmaDescriptor ctx;   // [B][S][H] O, 64 x 64 x 1 boxes (FlashWgBwdTile::kDotFused only)
   const T* mask;             // [B, S] additive
   const float* lse;          // [B*heads*S] forward logsumexp L
-  const float* dot;          // [B*heads*S] D = rowsum(dO ⊙ O)
+  const float* dot;          // [B*heads*S] D = rowsum(dO ⊙ O) (unless FlashWgBwdTile::kDotFused)
   const uint32_t* bits;      // [B*heads, S, ceil(S/32)] dropout keep bits (kDropout only)
   T* dqkv;                   // [B*S, 3H] out: dK | dV columns of each head
   int batch;
@@ -104,13 +109,20 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
   const int tiles = (seq + F::kQueries - 1) / F::kQueries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // Q and dO of query tile `it` into stage it % kStages (one thread).
+  // kDqFused: which of the two key halves of the sequence the warpgroup holds (its block's warpgroup
+  // index, or its block's rank in the cluster); 0 where one warpgroup holds every key.
+  const int part = kWG == 2 ? warp / 4 : kCluster == 2 ? static_cast<int>(blockIdx.x % 2) : 0;
+  // Q and dO of query tile `it` into stage it % kStages (one thread); kDotFused: O too, into the dSᵀ
+  // region of the step that walks tile `it` (step (it − part) mod tiles = (it + part) % tiles).
   auto load_stage = [&](int it) {
     const int s = it % F::kStages;
     const uint32_t qt = base + F::kStage0 + 2 * s * F::kTileBytes;
-    sm90::mbar_arrive_expect_tx(full(s), 2 * F::kTileBytes);
+    sm90::mbar_arrive_expect_tx(full(s), (F::kDotFused ? 3 : 2) * F::kTileBytes);
     sm90::tma_load_3d(qt, &p.qkv, full(s), h * kHeadDim, it * F::kQueries, b);
     sm90::tma_load_3d(qt + F::kTileBytes, &p.dctx, full(s), h * kHeadDim, it * F::kQueries, b);
+    if constexpr (F::kDotFused)
+      sm90::tma_load_3d(base + F::kDs0 + ((it + part) % tiles) * F::kTileBytes, &p.ctx, full(s), h * kHeadDim,
+                        it * F::kQueries, b);
   };
   // L, D and the keep words of query tile `it` into stage it % kStages (one whole warp; cp.async, zero
   // past S: there P ⊙ Z and dS multiply zero rows of Q and dO or are zero themselves, see below).
@@ -127,7 +139,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       const uint32_t bytes = i < seq ? 4u : 0u;
       const int ic = min(i, seq - 1);
       sm90::cp_async_4(dst + 4 * q, lse_g + ic, bytes);
-      sm90::cp_async_4(dst + 4 * (F::kQueries + q), dot_g + ic, bytes);
+      if constexpr (!F::kDotFused) sm90::cp_async_4(dst + 4 * (F::kQueries + q), dot_g + ic, bytes);
       if constexpr (kDropout)
 #pragma unroll
         for (int x = 0; x < 2 * kWG; ++x)  // the words of keys j0 + 32x .. + 31
@@ -145,6 +157,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::mbar_init_fence();
     sm90::tma_prefetch_descriptor(&p.qkv);
     sm90::tma_prefetch_descriptor(&p.dctx);
+    if constexpr (F::kDotFused) sm90::tma_prefetch_descriptor(&p.ctx);
     sm90::mbar_arrive_expect_tx(kv_bar, 2 * kWG * F::kTileBytes);
     for (int c = 0; c < kWG; ++c) {
       const uint32_t kt = base + F::kKV + 2 * c * F::kTileBytes;
@@ -169,9 +182,6 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
 
   // ---- math warpgroup c: keys j0 + 64c + 16w + g (+8) ----
   const int c = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4, tid = threadIdx.x % 128;
-  // kDqFused: which of the two key halves of the sequence this warpgroup holds (its block's warpgroup
-  // index, or its block's rank in the cluster); 0 where one warpgroup holds every key.
-  const int part = kWG == 2 ? c : kCluster == 2 ? static_cast<int>(blockIdx.x % 2) : 0;
   const uint32_t k_tile = base + F::kKV + 2 * c * F::kTileBytes, v_tile = k_tile + F::kTileBytes;
   const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
   const float scale2 = scale * flash::kLog2e;
@@ -211,6 +221,32 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_k128(v_tile + 32 * kk), sm90::wgmma_desc_k128(do_tile + 32 * kk),
                                   kk);
     sm90::wgmma_commit();
+    const float* const rows_s = reinterpret_cast<const float*>(smem_ptr + base + F::kRows0 + stage * F::kRowBytes);
+    if constexpr (F::kDotFused) {
+      // While the products run: the tile's D = rowsum(dO ⊙ O) into the stage's D slot, 8 lanes per query
+      // row (lane x sums the row's 16-byte chunk x: attn_flash_bwd_dot's lanes, order and arithmetic),
+      // from the O tile in this step's dSᵀ region and the dO tile (both 128B-swizzled). Rows past S are
+      // zero in both (TMA fill), so D = 0 there as the copied value was.
+      const uint32_t o_tile = base + F::kDs0 + (it & 1) * F::kTileBytes;
+      float* const dot_w = const_cast<float*>(rows_s) + F::kQueries;
+      const int x = tid % 8;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int q = 16 * r + tid / 8;
+        const uint32_t off = q * 128 + ((x ^ (q & 7)) << 4);
+        const uint4 o = sm90::ld_shared_v4(o_tile + off), d = sm90::ld_shared_v4(do_tile + off);
+        const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, dw[4] = {d.x, d.y, d.z, d.w};
+        float acc = 0.f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 of = flash::unpack2<E>(ow[e]), df = flash::unpack2<E>(dw[e]);
+          acc = flash::dot2_acc(acc, of.x, df.x, of.y, df.y);
+        }
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+        if (x == 0) dot_w[q] = acc;
+      }
+    }
     sm90::wgmma_wait<0>();  // this tile's Sᵀ, dPᵀ and the previous tile's dK/dV products
     sm90::fence_operands(st);
     sm90::fence_operands(dpt);
@@ -243,10 +279,10 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       }
     }
 
+    if constexpr (F::kDotFused) sm90::warpgroup_sync(c);  // the tile's D is in shared memory
     // This thread's query columns 8j + 2t (+1) of the stage's L, D and keep words (shared memory).
     // Past S they are zero: there Q's and dO's rows are zero, so Sᵀ = 0 and dPᵀ = 0, P = 2^mask
     // multiplies a zero dO row in dV and dS = P·(0 − 0) = 0 (its dK term and its grad_scores column).
-    const float* const rows_s = reinterpret_cast<const float*>(smem_ptr + base + F::kRows0 + stage * F::kRowBytes);
     const float* const lse_s = rows_s + 2 * t;
     const float* const dot_s = rows_s + F::kQueries + 2 * t;
     const uint32_t* const keep_s = reinterpret_cast<const uint32_t*>(rows_s) + (2 + 2 * c + w / 2) * F::kQueries + 2 * t;

@@ -154,6 +154,24 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return v.u;
 }
 
+// D = rowsum(dO ⊙ O)'s per-lane step, in one fixed form wherever D is computed (attn_flash_bwd_dot,
+// the wgmma dK/dV kernel with fused dQ): acc + (o0·d0 + o1·d1), the pair's product sum by one
+// rounded multiply and one fma, so both kernels give the same bits for the same lanes and order.
+__device__ __forceinline__ float dot2_acc(float acc, float o0, float d0, float o1, float d1) {
+  return __fadd_rn(acc, __fmaf_rn(o1, d1, __fmul_rn(o0, d0)));
+}
+
+// pack2's inverse: the two E of a .b32 register as floats (x from the low half).
+template <typename E>
+__device__ __forceinline__ float2 unpack2(uint32_t u) {
+  union {
+    uint32_t u;
+    E e[2];
+  } v;
+  v.u = u;
+  return make_float2(to_f(v.e[0]), to_f(v.e[1]));
+}
+
 // Stores two adjacent elements (a 4-byte aligned pair).
 template <typename E>
 __device__ __forceinline__ void store2(E* p, float lo, float hi) {

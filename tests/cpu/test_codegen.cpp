@@ -2018,8 +2018,15 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
         CHECK(g.attn_dq_gemm);
         CHECK_FALSE(g.attn_dq_fused);
         CHECK(g.attn_bwd_cluster == 1);
-        // The same kernels; no dSᵀ workspace (one [B, heads, S, padded S] tensor less).
-        CHECK(kernel_names(f) == kernel_names(g));
+        // The same kernels but attn_flash_bwd_dot where one warpgroup per block also computes D
+        // (attn_dot_in_dkdv); no dSᵀ workspace (one [B, heads, S, padded S] tensor less).
+        const bool dot_in = wgs == 1;
+        CHECK(f.attn_dot_in_dkdv == dot_in);
+        CHECK_FALSE(g.attn_dot_in_dkdv);
+        std::vector<std::string> names = kernel_names(g);
+        REQUIRE(std::count(names.begin(), names.end(), "attn_flash_bwd_dot") == 1);
+        if (dot_in) names.erase(std::find(names.begin(), names.end(), "attn_flash_bwd_dot"));
+        CHECK(kernel_names(f) == names);
         CHECK(f.activation_bytes() == g.activation_bytes());
         const int64_t scores =
             int64_t{c.batch_size} * c.heads * max_seq * padded_seq(max_seq) * dtype_bytes(c.dtype());
@@ -2036,6 +2043,22 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
         CHECK(k->cluster == cluster);
         CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(wgs, true, cluster));
         CHECK(k->fuses.find("dQ = dS·K/√d") != std::string::npos);
+        CHECK((k->fuses.find("D = rowsum(dO ⊙ O)") != std::string::npos) == dot_in);
+        if (dot_in && c.attn_dropout_checkpoint && c.attn_dropout_ratio > 0) {
+          // attn_dropout_checkpoint's bits rewritten in attn_flash_bwd_dot's launch: it stays (its D unread).
+          LayerConfig m = c;
+          m.max_seq_length = max_seq;
+          PlanOptions o;
+          o.attention = AttentionPath::FusedWhereSupported;
+          o.arch = "sm_90";
+          o.attn_bwd = bwd;
+          o.attn_dq = AttnDq::Fused;
+          o.attn_bits_bwd = AttnBitsBwd::Dot;
+          const LayerPlan d = make_plan(m, o);
+          CHECK(d.attn_dot_in_dkdv);
+          CHECK(d.attn_bits_bwd_in_dot);
+          CHECK(d.find_kernel("attn_flash_bwd_dot"));
+        }
         const std::string src = emit(f).source;
         CHECK((src.find("DSKC_CLUSTER_DIMS(2) attn_flash_bwd_dkdv(") != std::string::npos) == (cluster == 2));
       }

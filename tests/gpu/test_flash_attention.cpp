@@ -49,8 +49,8 @@ struct Case {
   bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
   bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq, no dQ GEMM
-  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (unless stochastic); nullptr: unset, the default dQ GEMM;
-                                 // "fused": dQ inside the wgmma dK/dV kernel at max_seq <= 128 on Hopper
+  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (unless stochastic); nullptr: unset, the default "fused"
+                                 // (dQ inside the wgmma dK/dV kernel at max_seq <= 128 on Hopper, else the GEMM)
 };
 
 LayerConfig config_of(const Case& k) {
@@ -99,6 +99,7 @@ struct Result {
   std::vector<uint32_t> bits;  // attn_dropout_bits as the backward read them (saved or workspace)
   std::map<std::string, std::vector<float>> grads;
   bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false, dq_fused = false;
+  bool dot_in_dkdv = false;  // D = rowsum(dO ⊙ O) inside the wgmma dK/dV kernel (no attn_flash_bwd_dot)
   int fwd_stages = 0;  // the plan's attn_fwd_stages
   bool fwd_wgmma = false;  // the plan's attn_fwd_wgmma (attn_flash_fwd on warpgroup MMA)
   int fwd_wg_stages = 0;   // its K/V stages
@@ -109,7 +110,7 @@ struct Result {
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
 // GEMM autotuning (off to compare the two modes' attention backward on identical GEMM results);
-// dq_src: DSKC_ATTN_DQ (nullptr: unset, the default dQ GEMM; "kernel": attn_flash_bwd_dq; "atomic":
+// dq_src: DSKC_ATTN_DQ (nullptr: unset, the default "fused"; "gemm": the dQ GEMM; "kernel": attn_flash_bwd_dq; "atomic":
 // stochastic_mode's attn_flash_bwd_dkdvdq).
 Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::map<std::string, std::vector<float>>& params,
            const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S,
@@ -138,6 +139,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.dq_atomic = layer.plan().attn_dq_atomic;
   r.dq_gemm = layer.plan().attn_dq_gemm;
   r.dq_fused = layer.plan().attn_dq_fused;
+  r.dot_in_dkdv = layer.plan().attn_dot_in_dkdv;
   r.fwd_stages = layer.plan().attn_fwd_stages;
   r.fwd_wgmma = layer.plan().attn_fwd_wgmma;
   r.fwd_wg_stages = layer.plan().attn_fwd_wg_stages;
@@ -258,11 +260,12 @@ void check_case(const Case& k, bool verbose) {
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
   CHECK(f.dq_atomic == k.stochastic);
-  // The default (DSKC_ATTN_DQ=gemm): dQ from dSᵀ by a batched GEMM; DSKC_ATTN_DQ=fused: in the wgmma
-  // kernel where it applies (elsewhere the GEMM).
-  const bool fused_dq_src = k.dq_src && std::strcmp(k.dq_src, "fused") == 0;
+  // The default (DSKC_ATTN_DQ=fused): dQ in the wgmma kernel where it applies, elsewhere (and with
+  // DSKC_ATTN_DQ=gemm) from dSᵀ by a batched GEMM.
+  const bool fused_dq_src = !k.dq_src || std::strcmp(k.dq_src, "fused") == 0;
   CHECK(f.dq_fused == (!k.stochastic && fused_dq_src && f.bwd_wgmma && k.max_seq <= 128));
   CHECK(f.dq_gemm == !(k.stochastic || f.dq_fused));
+  CHECK(f.dot_in_dkdv == (f.dq_fused && f.bwd_wgs == 1));
   CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
   CHECK(f.bits.empty() == (k.attn_p == 0));
@@ -701,6 +704,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs, const char
   CHECK(w[0].dq_fused == fused_dq);
   CHECK(w[0].dq_gemm == !fused_dq);
   CHECK(w[0].bwd_cluster == (halves && wgs == 1 ? 2 : 1));
+  CHECK(w[0].dot_in_dkdv == (fused_dq && wgs == 1));
   CHECK(w[0].out == a.out);
   CHECK(w[0].lse == a.lse);
   CHECK(w[0].bits == a.bits);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 39, call 2: D = rowsum(dO ⊙ O) inside the clustered wgmma dK/dV kernel (attn_dot_in_dkdv, with
+# the fused dQ now the default): every GPU test, memcheck + racecheck on small fused cases, then the
+# one-stream kernel sums at both shapes, no flag and all flags.
+# Prediction: attn_flash_bwd_dot (0.0118 ms) goes, dkdv +0.001-0.003 ms: sum -0.009 to -0.011 at (64,128).
+. "$(dirname "$0")/common.sh"
+build_gpu -j16
+el "ctest -L gpu"
+(cd build-gpu && timeout 300 ctest -L gpu -j16 --timeout 290) > "$OUT/ctest_gpu.log" 2>&1
+echo "ctest rc=$?"
+grep -E "Test +#|tests passed|tests failed" "$OUT/ctest_gpu.log" | sed 's/  */ /g' | tail -20
+el "sanitizers"
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for run in "d64-m128-s50 memcheck" "d64-m128-s50 racecheck" "d64-s127-nodrop memcheck" "d64-m128-s65-adc racecheck"; do
+  set -- $run
+  DSKC_FLASH_CASE=$1 timeout 100 $cs --tool $2 --error-exitcode 9 \
+    build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$OUT/san_$1_$2.log" 2>&1
+  echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$1_$2.log" | tail -1)"
+done
+el "kernel sums"
+for l in $L128 $L512; do
+  s=$(basename $l .json)
+  ncu_step "" $l ${s}_default
+  ncu_step "" $l ${s}_all --attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint
+done
+python3 exp/ncu_step.py $OUT/ncu_bert_large_layer_default.csv | grep -E "attn|sum"
+el done
