@@ -124,13 +124,6 @@ LnBwd ln_bwd_from_env() {
                     "block per row, eight rows per block in turn)");
 }
 
-GeluRecompute gelu_recompute_from_env() {
-  return env_choice("DSKC_GELU_RECOMPUTE", GeluRecompute::InGeluBwd,
-                    {{"bwd", GeluRecompute::InGeluBwd}, {"pass", GeluRecompute::Pass}},
-                    "\"bwd\" (the default: gelu_checkpoint's GELU(h) stored by bias_gelu_bwd) or \"pass\" (its "
-                    "own pass gelu_recompute, on the side stream)");
-}
-
 AttnBitsBwd attn_bits_bwd_from_env() {
   return env_choice("DSKC_ATTN_BITS_BWD", AttnBitsBwd::Auto,
                     {{"auto", AttnBitsBwd::Auto}, {"dot", AttnBitsBwd::Dot}, {"kernel", AttnBitsBwd::Kernel}},
@@ -600,18 +593,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                "LayerNorm(norm_w, norm_b) backward of the layer output + gamma/beta partials");
     dropout_bwd("dropout_bias_grad_ffn_out", "dskc_rng::kStreamFfnOutput", "output_b");
     // gelu_checkpoint: the same pass also rebuilds GELU(h) for the output_w gradient, which then
-    // runs after it (runtime/transformer_layer.cpp), or (GeluRecompute::Pass, with bias_gelu_bwd) its
-    // own pass does, on the side stream.
-    const GeluRecompute regelu_src =
-        opt.gelu_recompute == GeluRecompute::FromEnvironment ? gelu_recompute_from_env() : opt.gelu_recompute;
-    const bool regelu_pass =
-        c.gelu_checkpoint && !sm90_bwd && !plan.gelu_in_gemm && regelu_src == GeluRecompute::Pass;
-    plan.gelu_recompute_pass = regelu_pass;
-    if (regelu_pass)
-      b.elementwise(Pass::Backward, "gelu_recompute", "bias_gelu_bwd", "BiasGeluBwdParams", "gelu_recompute_impl<kInter>",
-                    I, "GELU(h) recomputed for the output_w gradient (gelu_checkpoint; side stream)");
-    const bool store_gelu = c.gelu_checkpoint && !regelu_pass;
-    const std::string regelu = store_gelu ? " + GELU(h) recomputed for the output_w gradient" : "";
+    // runs after it (runtime/transformer_layer.cpp).
+    const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
     if (sm90_bwd)
       b.gemm_sm90(Pass::Backward, "gemm_output_dgrad", "kInter", "kHidden",
                   c.gelu_checkpoint ? "kDGeluStoreGelu" : "kDGelu",
@@ -620,11 +603,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                       gelu_form + ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
     else if (!plan.gelu_in_gemm && epi)
       b.elementwise(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
-                    std::string("bias_gelu_bwd_elem_impl<kInter") + (store_gelu ? ", true>" : ">"), I,
+                    std::string("bias_gelu_bwd_elem_impl<kInter") + (c.gelu_checkpoint ? ", true>" : ">"), I,
                     "GELU backward (inter_b gradient by " + by + ")" + regelu);
     else if (!plan.gelu_in_gemm)
       b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
-              "bias_gelu_bwd_impl<kInter, true" + std::string(store_gelu ? ", true>" : ">"), I, "kInter",
+              "bias_gelu_bwd_impl<kInter, true" + std::string(c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
               "GELU backward + inter_b bias-gradient partials" + regelu);
     if (dgrad)
       b.gemm_sm90(Pass::Backward, "gemm_inter_dgrad", "kHidden", "kInter", "kPlain", H,

@@ -109,11 +109,6 @@ struct LayerPlan {
   // input) writes dh = dg ⊙ GELU'(h); no bias_gelu_fwd / bias_gelu_bwd passes. The same tensors
   // are kept as with the kernels. DSKC_GELU=kernel keeps the kernels (A/B).
   bool gelu_in_gemm = false;
-  // gelu_checkpoint with GeluRecompute::Pass (DSKC_GELU_RECOMPUTE=pass) where bias_gelu_bwd runs: GELU(h)
-  // for the output_w gradient comes from its own elementwise pass gelu_recompute, which the runtime
-  // puts on the side stream right before that gradient (overlapping the output data gradient on the
-  // main stream), instead of from bias_gelu_bwd (kStoreGelu) on the main stream. Same values.
-  bool gelu_recompute_pass = false;
   // Attention runs as the fused kernels attn_flash_* (no P / dropout(P) kept; the row logsumexp
   // attn_lse instead) rather than batched GEMMs + attn_softmax_dropout_*.
   bool fused_attention = false;
@@ -315,12 +310,6 @@ enum class LnBwd {
   WarpRows,         // a warp per row where rows are at most kWarpRowVecs vectors
   BlockRows,        // a block per row, kGradRowsPerBlock rows in turn
 };
-// Where gelu_checkpoint rebuilds GELU(h) for the output_w gradient (with bias_gelu_bwd).
-enum class GeluRecompute {
-  FromEnvironment,  // DSKC_GELU_RECOMPUTE: unset, "" or "bwd" -> InGeluBwd; "pass" -> Pass
-  InGeluBwd,        // bias_gelu_bwd also stores it (one pass over h, on the main stream)
-  Pass,             // its own pass gelu_recompute, on the side stream (h read twice)
-};
 struct PlanOptions {
   AttentionPath attention = AttentionPath::FromEnvironment;
   AttnMask attn_mask = AttnMask::FromEnvironment;
@@ -341,7 +330,6 @@ struct PlanOptions {
   AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
   OutputGemm output_gemm = OutputGemm::FromEnvironment;
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
-  GeluRecompute gelu_recompute = GeluRecompute::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -355,9 +343,6 @@ AttnMask attn_mask_from_env();
 // Reads DSKC_LN_BWD (unset, "", "warp" -> WarpRows; "block" -> BlockRows); any other value is an
 // Error(Config) naming the variable.
 LnBwd ln_bwd_from_env();
-// Reads DSKC_GELU_RECOMPUTE (unset, "", "bwd" -> InGeluBwd; "pass" -> Pass); any other value is an
-// Error(Config) naming the variable.
-GeluRecompute gelu_recompute_from_env();
 // Reads DSKC_ATTN_DQ (unset, "", "fused" -> Fused; "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic); any
 // other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
 // backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).

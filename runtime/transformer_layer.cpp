@@ -686,23 +686,13 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // gelu_checkpoint: GELU(h) comes back from the GELU backward pass, so the output_w gradient
   // runs after it; its bias column sum needs only d_o and goes to the side stream now, where the
   // side stream would otherwise idle until GELU(h) is back (measured: bench/NOTES.md v29).
-  // plan gelu_recompute_pass: GELU(h) from its own pass on the side stream instead, right before
-  // the output_w gradient there (it reads only h, kept by forward), so both overlap the output
-  // data gradient and the GELU backward on the main stream.
-  const bool regelu_pass = plan_.gelu_recompute_pass;
-  const bool store_gelu = c.gelu_checkpoint && !regelu_pass;
   const GemmShape output_wgrad_shape{true, false, H, I, rows, H, I, I};
-  const bool output_bias_early = store_gelu && plan_.bias_grad_gemv;
+  const bool output_bias_early = c.gelu_checkpoint && plan_.bias_grad_gemv;
   auto output_wgrad = [&] {
     gemm_side("gemm_output_wgrad", output_wgrad_shape, d_o, t("ffn_gelu_out"), grad("output_w"),
               output_bias_early ? 0 : epi_bias("output_b"));
   };
-  if (regelu_pass) {
-    kp::BiasGeluBwd p{0, P(t("ffn_pre_gelu")), P(t("ffn_gelu_out")), nullptr, rows};
-    run_kernel("gelu_recompute", &p, rows, true);
-    side_done({t("ffn_gelu_out")});
-  }
-  if (!store_gelu) output_wgrad();
+  if (!c.gelu_checkpoint) output_wgrad();
   if (output_bias_early) bias_sum("gemm_output_wgrad", output_wgrad_shape, d_o, grad("output_b"));
   const GemmShape output_dgrad{false, false, rows, I, H, H, I, I};
   if (plan_.ffn_gemm_sm90_bwd) {
@@ -720,12 +710,12 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     gemm("gemm_output_dgrad", output_dgrad, d_o, param("output_w"), gi);
     main_waits_for(gi);
     if (!epi) main_waits_for(part);
-    if (store_gelu) main_waits_for(t("ffn_gelu_out"));
-    kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(store_gelu ? t("ffn_gelu_out") : 0), F(part), rows};
+    if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
+    kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(c.gelu_checkpoint ? t("ffn_gelu_out") : 0), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
     if (!epi) reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
   }
-  if (store_gelu) output_wgrad();
+  if (c.gelu_checkpoint) output_wgrad();
   gemm_side("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"),
             epi_bias("inter_b"));
   // ---- attention LayerNorm ----

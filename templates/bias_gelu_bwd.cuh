@@ -87,18 +87,4 @@ __device__ __forceinline__ void bias_gelu_bwd_elem_impl(const BiasGeluBwdParams&
   });
 }
 
-// gelu_recompute (gelu_checkpoint, LayerPlan::gelu_recompute_pass): g = GELU(h) alone, for the
-// output_w gradient, on the side stream; the values gelu_bwd_vec's kStoreGelu writes (dg unread).
-template <int kCols>
-__device__ __forceinline__ void gelu_recompute_impl(const BiasGeluBwdParams& p) {
-  constexpr int kV = VecWidth<T, kCols>::value;
-  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
-    float h[kV], g[kV];
-    load_f<T, kV>(p.h + e, h);
-#pragma unroll
-    for (int i = 0; i < kV; ++i) g[i] = gelu<kGeluTanh>(h[i]);
-    store_f<T, kV>(p.g + e, g);
-  });
-}
-
 }  // namespace dskc

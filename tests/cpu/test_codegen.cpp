@@ -1876,62 +1876,6 @@ TEST_CASE("DSKC_BIAS_GRAD: gemv (default), epilogue, partials; anything else is 
     check_env_error("DSKC_BIAS_GRAD", bad, "gemv", "partials", [] { bias_grad_from_env(); });
 }
 
-TEST_CASE("DSKC_GELU_RECOMPUTE: gelu_checkpoint's GELU(h) in bias_gelu_bwd (bwd, default) or its own pass (pass)") {
-  CHECK(gelu_recompute_from_env() == GeluRecompute::InGeluBwd);
-  LayerConfig gc = bert_large();
-  gc.gelu_checkpoint = true;
-  for (const char* arch : {"sm_90", "sm_80"})
-    for (const char* bias : {"gemv", "partials"})
-      for (auto [word, want] : {std::pair{"bwd", GeluRecompute::InGeluBwd}, std::pair{"pass", GeluRecompute::Pass},
-                                std::pair{"", GeluRecompute::InGeluBwd}}) {
-        CAPTURE(arch);
-        CAPTURE(bias);
-        CAPTURE(word);
-        dskc_test::ScopedEnv env("DSKC_GELU_RECOMPUTE", word), env_bias("DSKC_BIAS_GRAD", bias);
-        CHECK(gelu_recompute_from_env() == want);
-        PlanOptions o;
-        o.arch = arch;
-        const LayerPlan p = make_plan(gc, o);
-        const bool pass = want == GeluRecompute::Pass;
-        CHECK(p.gelu_recompute_pass == pass);
-        const KernelInfo* g = p.find_kernel("gelu_recompute");
-        const KernelInfo* bwd = p.find_kernel("bias_gelu_bwd");
-        REQUIRE(bwd);
-        CHECK((g != nullptr) == pass);
-        // bias_gelu_bwd stores GELU(h) (its kStoreGelu argument) only where no pass does.
-        const bool partials = std::string(bias) == "partials";
-        CHECK(bwd->instantiation == std::string(partials ? "bias_gelu_bwd_impl<kInter, true" : "bias_gelu_bwd_elem_impl<kInter") +
-                                        (pass ? ">" : ", true>"));
-        CHECK((bwd->fuses.find("GELU(h) recomputed") != std::string::npos) == !pass);
-        if (g) {
-          CHECK(g->op == "bias_gelu_bwd");
-          CHECK(g->instantiation == "gelu_recompute_impl<kInter>");
-          CHECK(g->pass == Pass::Backward);
-          // Before bias_gelu_bwd in launch order; the same kept tensors and workspace.
-          CHECK(g < bwd);
-          dskc_test::ScopedEnv bwd_env("DSKC_GELU_RECOMPUTE", "bwd");
-          const LayerPlan f = make_plan(gc, o);
-          CHECK(f.activation_bytes() == p.activation_bytes());
-          CHECK(f.workspace_bytes(gc.batch_size, gc.max_seq_length) == p.workspace_bytes(gc.batch_size, gc.max_seq_length));
-          CHECK(p.kernels.size() == f.kernels.size() + 1);
-        }
-      }
-  // Without gelu_checkpoint, or where the GEMM's epilogue stores GELU(h) (DSKC_FFN_GEMM=sm90), no pass.
-  {
-    dskc_test::ScopedEnv env("DSKC_GELU_RECOMPUTE", "pass");
-    CHECK_FALSE(make_plan(bert_large()).gelu_recompute_pass);
-    dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", "sm90");
-    PlanOptions o;
-    o.arch = "sm_90";
-    const LayerPlan p = make_plan(gc, o);
-    CHECK(p.ffn_gemm_sm90_bwd);
-    CHECK_FALSE(p.gelu_recompute_pass);
-    CHECK_FALSE(p.find_kernel("gelu_recompute"));
-  }
-  for (const char* bad : {"BWD", "side", "pass "})
-    check_env_error("DSKC_GELU_RECOMPUTE", bad, "bwd", "pass", [] { gelu_recompute_from_env(); });
-}
-
 // The layers the Hopper attention kernels apply to: fp16/bf16 BERT-Large with no flag,
 // attn_dropout_checkpoint and all three flags, Pre- and Post-LN; fn(config) runs under CAPTUREs of each.
 template <typename Fn>
