@@ -18,14 +18,21 @@ fwd_gemm_line() {
 }
 # Every gemm_sm90 GPU test case (log in $OUT/test_cluster.log); exits the script on a failure.
 gemm_sm90_tests() {
-  timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="gemm_sm90*" > "$OUT/test_cluster.log" 2>&1; local rc=$?
-  echo "rc=$rc"; tail -3 "$OUT/test_cluster.log"
-  [ $rc = 0 ] || { grep -B2 -A6 ERROR "$OUT/test_cluster.log" | head -40; exit 1; }
+  gpu_test test_cluster.log 300 gpu_test_layer_numerics -tc="gemm_sm90*"
 }
-# ctest -L gpu on build-gpu (log in $OUT/ctest_gpu.log) and its summary lines.
+# One GPU test binary (log in $OUT/LOG): gpu_test LOG TIMEOUT BINARY [doctest args...]; prints rc and
+# the summary, and exits the script (with the failures) unless it passed.
+gpu_test() {
+  local log=$1 limit=$2 bin=$3; shift 3
+  timeout "$limit" "build-gpu/tests/$bin" "$@" > "$OUT/$log" 2>&1; local rc=$?
+  echo "rc=$rc"; tail -3 "$OUT/$log"
+  [ $rc = 0 ] || { grep -B3 -A8 ERROR "$OUT/$log" | head -60; exit 1; }
+}
+# ctest -L gpu on build-gpu (log in $OUT/ctest_gpu.log) and its summary lines:
+# ctest_gpu [JOBS [LIMIT [PER_TEST]]] (seconds; defaults 8, 380, 360).
 ctest_gpu() {
   el "ctest -L gpu"
-  (cd build-gpu && timeout 380 ctest -L gpu -j8 --timeout 360) > "$OUT/ctest_gpu.log" 2>&1
+  (cd build-gpu && timeout "${2:-380}" ctest -L gpu -j"${1:-8}" --timeout "${3:-360}") > "$OUT/ctest_gpu.log" 2>&1
   echo "ctest rc=$?"
   grep -E "Test +#|tests passed|tests failed" "$OUT/ctest_gpu.log" | sed 's/  */ /g' | tail -40
 }

@@ -5,10 +5,7 @@
 # Prediction: attn_flash_bwd_dot (0.0118 ms) goes, dkdv +0.001-0.003 ms: sum -0.009 to -0.011 at (64,128).
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
-el "ctest -L gpu"
-(cd build-gpu && timeout 300 ctest -L gpu -j16 --timeout 290) > "$OUT/ctest_gpu.log" 2>&1
-echo "ctest rc=$?"
-grep -E "Test +#|tests passed|tests failed" "$OUT/ctest_gpu.log" | sed 's/  */ /g' | tail -20
+ctest_gpu 16 300 290
 el "sanitizers"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for run in "d64-m128-s50 memcheck" "d64-m128-s50 racecheck" "d64-s127-nodrop memcheck" "d64-m128-s65-adc racecheck"; do

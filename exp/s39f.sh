@@ -11,9 +11,7 @@
 git apply exp/gelu_recompute_pass.patch || { echo "patch does not apply"; exit 1; }
 build_gpu -j16 dskc gpu_test_layer_numerics
 el "bitwise test"
-timeout 120 build-gpu/tests/gpu_test_layer_numerics -tc="gelu_checkpoint with GELU(h)*" > "$OUT/test_regelu.log" 2>&1
-rc=$?; echo "rc=$rc"; tail -3 "$OUT/test_regelu.log"
-[ $rc = 0 ] || { grep -B3 -A8 ERROR "$OUT/test_regelu.log" | head -60; exit 1; }
+gpu_test test_regelu.log 120 gpu_test_layer_numerics -tc="gelu_checkpoint with GELU(h)*"
 el "matrix A/B burst"
 timeout 150 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 3 \
   --only "fp16 Pre-LN,gelu_checkpoint,gc pass,all three flags,all pass" \

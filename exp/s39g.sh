@@ -9,9 +9,7 @@
 git apply exp/dot_obar.patch || { echo "patch does not apply"; exit 1; }
 build_gpu -j16 dskc gpu_test_flash_attention
 el "flash wgmma tests"
-timeout 300 build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$OUT/test_flash_wg.log" 2>&1
-rc=$?; echo "rc=$rc"; tail -3 "$OUT/test_flash_wg.log"
-[ $rc = 0 ] || { grep -B3 -A8 "ERROR" "$OUT/test_flash_wg.log" | head -60; exit 1; }
+gpu_test test_flash_wg.log 300 gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*"
 el "racecheck"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for case in d64-m128-s50 d64-s127-nodrop; do

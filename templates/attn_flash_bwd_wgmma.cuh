@@ -221,14 +221,14 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_k128(v_tile + 32 * kk), sm90::wgmma_desc_k128(do_tile + 32 * kk),
                                   kk);
     sm90::wgmma_commit();
-    const float* const rows_s = reinterpret_cast<const float*>(smem_ptr + base + F::kRows0 + stage * F::kRowBytes);
+    float* const rows_s = reinterpret_cast<float*>(smem_ptr + base + F::kRows0 + stage * F::kRowBytes);
     if constexpr (F::kDotFused) {
       // While the products run: the tile's D = rowsum(dO ⊙ O) into the stage's D slot, 8 lanes per query
       // row (lane x sums the row's 16-byte chunk x: attn_flash_bwd_dot's lanes, order and arithmetic),
       // from the O tile in this step's dSᵀ region and the dO tile (both 128B-swizzled). Rows past S are
       // zero in both (TMA fill), so D = 0 there as the copied value was.
       const uint32_t o_tile = base + F::kDs0 + (it & 1) * F::kTileBytes;
-      float* const dot_w = const_cast<float*>(rows_s) + F::kQueries;
+      float* const dot_w = rows_s + F::kQueries;
       const int x = tid % 8;
 #pragma unroll
       for (int r = 0; r < 4; ++r) {

@@ -2046,15 +2046,8 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
         CHECK((k->fuses.find("D = rowsum(dO ⊙ O)") != std::string::npos) == dot_in);
         if (dot_in && c.attn_dropout_checkpoint && c.attn_dropout_ratio > 0) {
           // attn_dropout_checkpoint's bits rewritten in attn_flash_bwd_dot's launch: it stays (its D unread).
-          LayerConfig m = c;
-          m.max_seq_length = max_seq;
-          PlanOptions o;
-          o.attention = AttentionPath::FusedWhereSupported;
-          o.arch = "sm_90";
-          o.attn_bwd = bwd;
-          o.attn_dq = AttnDq::Fused;
-          o.attn_bits_bwd = AttnBitsBwd::Dot;
-          const LayerPlan d = make_plan(m, o);
+          const dskc_test::ScopedEnv bits_env("DSKC_ATTN_BITS_BWD", "dot");
+          const LayerPlan d = plan_for(c, max_seq, AttnDq::Fused, "sm_90", bwd);
           CHECK(d.attn_dot_in_dkdv);
           CHECK(d.attn_bits_bwd_in_dot);
           CHECK(d.find_kernel("attn_flash_bwd_dot"));
