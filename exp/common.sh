@@ -50,3 +50,13 @@ ncu_step() {
     build-gpu/dskc bench "$layer" --warmup 2 --iters 1 "$@" > "$OUT/ncu_$tag.csv" 2>> "$OUT/ncu_err.txt"
   printf '%-40s %s\n' "$tag" "$(python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" --sum-only 2>&1)"
 }
+# compute-sanitizer on the fused wgmma attention-backward GPU cases of one DSKC_FLASH_CASE (log in
+# $OUT/san_CASE_TOOL.log), one line: flash_sanitize CASE TOOL [TIMEOUT [ENV=...]...].
+flash_sanitize() {
+  local case=$1 tool=$2 limit=${3:-100} cs log; shift $(( $# < 3 ? $# : 3 ))
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  log="$OUT/san_${case}_$tool.log"
+  env DSKC_FLASH_CASE=$case "$@" timeout "$limit" $cs --tool $tool --error-exitcode 9 \
+    build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$log" 2>&1
+  echo "$case $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+}

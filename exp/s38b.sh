@@ -10,14 +10,9 @@ timeout 300 build-gpu/tests/gpu_test_flash_attention -tc="fused attention backwa
 rc=$?; echo "rc=$rc"; grep -E "fused dQ|test cases|assertions" "$OUT/test_flash_wg.log" | head -40
 [ $rc = 0 ] || { grep -B3 -A8 "ERROR" "$OUT/test_flash_wg.log" | head -80; exit 1; }
 el "sanitizers"
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for case in d64-m128-s50 d64-s127-nodrop; do
   tools="memcheck"; [ $case = d64-m128-s50 ] && tools="memcheck racecheck"
-  for tool in $tools; do
-    DSKC_FLASH_CASE=$case DSKC_ATTN_DQ=fused timeout 150 $cs --tool $tool --error-exitcode 9 \
-      build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$OUT/san_${case}_$tool.log" 2>&1
-    echo "$case $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${case}_$tool.log" | tail -1)"
-  done
+  for tool in $tools; do flash_sanitize $case $tool 150 DSKC_ATTN_DQ=fused; done
 done
 el "kernel sums"
 for l in $L128; do

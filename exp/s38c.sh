@@ -10,13 +10,8 @@ timeout 300 build-gpu/tests/gpu_test_flash_attention -tc="fused attention backwa
 rc=$?; echo "rc=$rc"; grep -E "fused dQ: dQ|test cases|assertions" "$OUT/test_flash_wg.log" | head -40
 [ $rc = 0 ] || { grep -B3 -A8 "ERROR" "$OUT/test_flash_wg.log" | head -80; exit 1; }
 el "sanitizers"
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for case in d64-m128-s50 d64-s127-nodrop; do
-  for tool in memcheck racecheck; do
-    DSKC_FLASH_CASE=$case timeout 150 $cs --tool $tool --error-exitcode 9 \
-      build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$OUT/san_${case}_$tool.log" 2>&1
-    echo "$case $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${case}_$tool.log" | tail -1)"
-  done
+  for tool in memcheck racecheck; do flash_sanitize $case $tool 150; done
 done
 el "kernel sums"
 l=$L128; s=$(basename $l .json)

@@ -7,12 +7,8 @@
 build_gpu -j16
 ctest_gpu 16 300 290
 el "sanitizers"
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for run in "d64-m128-s50 memcheck" "d64-m128-s50 racecheck" "d64-s127-nodrop memcheck" "d64-m128-s65-adc racecheck"; do
-  set -- $run
-  DSKC_FLASH_CASE=$1 timeout 100 $cs --tool $2 --error-exitcode 9 \
-    build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$OUT/san_$1_$2.log" 2>&1
-  echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$1_$2.log" | tail -1)"
+  flash_sanitize $run
 done
 el "kernel sums"
 for l in $L128 $L512; do

@@ -27,10 +27,5 @@ timeout 160 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 3 \
   --env "gc pass@gelu_checkpoint:DSKC_GELU_RECOMPUTE=pass" --env "all pass@all three flags:DSKC_GELU_RECOMPUTE=pass" \
   2>&1 | tee "$OUT/ab_regelu.txt" | tail -14
 el "racecheck (obar)"
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for case in d64-m128-s50 d64-m128-s65-adc; do
-  DSKC_FLASH_CASE=$case timeout 100 $cs --tool racecheck --error-exitcode 9 \
-    build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$OUT/race_$case.log" 2>&1
-  echo "$case rc=$? $(grep -E 'RACECHECK SUMMARY' "$OUT/race_$case.log" | tail -1)"
-done
+for case in d64-m128-s50 d64-m128-s65-adc; do flash_sanitize $case racecheck; done
 el done

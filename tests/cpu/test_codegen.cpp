@@ -89,15 +89,20 @@ LayerPlan atomic_dq_plan(const LayerConfig& c) {
   return make_plan(c, {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Atomic});
 }
 LayerPlan unfused_plan(const LayerConfig& c) { return make_plan(c, {AttentionPath::Unfused, AttnMask::Inline}); }
+// Plan options with fused attention for `arch` (the rest as the callers set them).
+PlanOptions fused_options(const std::string& arch) {
+  PlanOptions o;
+  o.attention = AttentionPath::FusedWhereSupported;
+  o.arch = arch;
+  return o;
+}
 // The plan for an sm_90 target, whose FFN GELU GEMMs are gemm_sm90 kernels where the layer allows
 // (and with LinearGemm::Sm90 the forward's other linear GEMMs too).
 LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90, LinearGemm lin = LinearGemm::Cublas) {
-  PlanOptions o;
-  o.attention = AttentionPath::FusedWhereSupported;
+  PlanOptions o = fused_options("sm_90");
   o.attn_mask = AttnMask::Inline;
   o.ffn_gemm = ffn;
   o.linear_gemm = lin;
-  o.arch = "sm_90";
   return make_plan(c, o);
 }
 
@@ -1901,10 +1906,8 @@ void check_same_schedule(const LayerPlan& a, const LayerPlan& b) {
 
 // A fused-attention plan for `arch` with the given dK/dV kernel and dQ source.
 LayerPlan attn_bwd_plan(const LayerConfig& c, const std::string& arch, AttnBwd bwd, AttnDq dq = AttnDq::Gemm) {
-  PlanOptions o;
-  o.attention = AttentionPath::FusedWhereSupported;
+  PlanOptions o = fused_options(arch);
   o.attn_dq = dq;
-  o.arch = arch;
   o.attn_bwd = bwd;
   return make_plan(c, o);
 }
@@ -2093,10 +2096,8 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
 
 TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=wgmma, the default; wgmma3; sync)") {
   auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnFwd fwd, AttnMask mask = AttnMask::Kernel) {
-    PlanOptions o;
-    o.attention = AttentionPath::FusedWhereSupported;
+    PlanOptions o = fused_options(arch);
     o.attn_mask = mask;
-    o.arch = arch;
     o.attn_fwd = fwd;
     return make_plan(c, o);
   };
