@@ -258,6 +258,13 @@ BiasGrad bias_grad_from_env() {
                     "(the row kernels write partial sums, as fp32 layers do)");
 }
 
+bool gelu_ckpt_own_scratch_from_env() {
+  return env_choice("DSKC_GELU_CKPT_SCRATCH", true, {{"own", true}, {"shared", false}},
+                    "\"own\" (the default: under Pre-LN + gelu_checkpoint the attention block's gradient does not "
+                    "overwrite d_o, which the late output_w gradient reads) or \"shared\" (it goes into grad_h_b "
+                    "as without the flag)");
+}
+
 std::string config_hash(const LayerConfig& cfg) {
   return sha256_hex(to_json_text(cfg, -1)).substr(0, 16);
 }
@@ -828,6 +835,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (c.gelu_checkpoint) b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "GELU output (recomputed in backward)");
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
+    const bool own_scratch = gelu_ckpt_own_scratch_from_env();  // read always: a typo is an error
+    plan.attn_grad_own_scratch = pre && c.gelu_checkpoint && own_scratch;
+    if (plan.attn_grad_own_scratch && !inv)
+      b.tokens(w, "grad_h_c", "[B, S, H]", H,
+               "attention-block gradient scratch (gelu_checkpoint: grad_h_b holds d_o for the late output_w "
+               "gradient)");
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
     if (sm90_bwd)
       w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,
