@@ -260,8 +260,9 @@ BiasGrad bias_grad_from_env() {
 
 bool gelu_ckpt_own_scratch_from_env() {
   return env_choice("DSKC_GELU_CKPT_SCRATCH", true, {{"own", true}, {"shared", false}},
-                    "\"own\" (the default: under Pre-LN + gelu_checkpoint the attention block's gradient does not "
-                    "overwrite d_o, which the late output_w gradient reads) or \"shared\" (it goes into grad_h_b "
+                    "\"own\" (the default: under Pre-LN + gelu_checkpoint + normalize_invertible the attention block's "
+                    "gradient goes into the free attn_residual workspace instead of overwriting d_o, which the late "
+                    "output_w gradient reads) or \"shared\" (it goes into grad_h_b "
                     "as without the flag)");
 }
 
@@ -835,12 +836,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (c.gelu_checkpoint) b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "GELU output (recomputed in backward)");
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
+    // Only where a free workspace tensor serves (normalize_invertible's attn_residual): an own
+    // [B, S, H] tensor cost gelu_checkpoint alone up to 5 sequences of the largest micro-batch and
+    // the wall did not measurably gain (bench/NOTES.md v38).
     const bool own_scratch = gelu_ckpt_own_scratch_from_env();  // read always: a typo is an error
-    plan.attn_grad_own_scratch = pre && c.gelu_checkpoint && own_scratch;
-    if (plan.attn_grad_own_scratch && !inv)
-      b.tokens(w, "grad_h_c", "[B, S, H]", H,
-               "attention-block gradient scratch (gelu_checkpoint: grad_h_b holds d_o for the late output_w "
-               "gradient)");
+    plan.attn_grad_own_scratch = pre && c.gelu_checkpoint && inv && own_scratch;
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
     if (sm90_bwd)
       w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,

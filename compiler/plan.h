@@ -102,12 +102,12 @@ struct LayerPlan {
   // bias_grad_in_gemm with hidden dropout: layernorm_bwd_attn also writes the gradient through the
   // attention output's dropout (no dropout_bias_grad_attn_out pass).
   bool attn_out_dropout_in_ln = false;
-  // Pre-LN with gelu_checkpoint in training: the attention block's gradient scratch (the attention
-  // output's masked gradient, then the QKV data gradient) is not grad_h_b, which holds d_o for the
-  // output_w gradient; under gelu_checkpoint that GEMM starts only after the GELU backward, and
-  // layernorm_bwd_attn would wait for it before overwriting d_o. It is normalize_invertible's
-  // attn_residual workspace (free in backward), else its own grad_h_c. DSKC_GELU_CKPT_SCRATCH=shared
-  // keeps grad_h_b (A/B).
+  // Pre-LN with gelu_checkpoint and normalize_invertible in training: the attention block's gradient
+  // scratch (the attention output's masked gradient, then the QKV data gradient) is not grad_h_b,
+  // which holds d_o for the output_w gradient; under gelu_checkpoint that GEMM starts only after the
+  // GELU backward, and layernorm_bwd_attn would wait for it before overwriting d_o. It is
+  // normalize_invertible's attn_residual workspace, which backward does not read.
+  // DSKC_GELU_CKPT_SCRATCH=shared keeps grad_h_b (A/B).
   bool attn_grad_own_scratch = false;
   // tanh GELU (gelu_approximation "tanh", DeepSpeed's kernel's GELU) in fp16/bf16 with bias
   // gradients from cuBLASLt and no gelu_checkpoint: the GELU runs in cuBLASLt epilogues, where
@@ -400,8 +400,8 @@ bool linear_gemm_sm90_supported(const LayerConfig& cfg, const std::string& arch)
 // value is an Error(Config) naming the variable.
 GeluPath gelu_path_from_env();
 // Reads DSKC_GELU_CKPT_SCRATCH (unset, "", "own" -> true; "shared" -> false): whether Pre-LN with
-// gelu_checkpoint gives the attention block's gradient its own scratch (LayerPlan::
-// attn_grad_own_scratch); any other value is an Error(Config) naming the variable.
+// gelu_checkpoint + normalize_invertible gives the attention block's gradient its own scratch
+// (LayerPlan::attn_grad_own_scratch); any other value is an Error(Config) naming the variable.
 bool gelu_ckpt_own_scratch_from_env();
 
 // Rows of attention scores are padded to a multiple of this many elements (16-byte aligned).

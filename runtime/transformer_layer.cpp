@@ -723,9 +723,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   // Into linear_out (free until the attention output's data gradient): grad_h_b still feeds the
   // output_w gradient, which may be running on the side stream.
   dgrad("gemm_inter_dgrad", gi, "inter_w", "inter_w_t", H, I, lin);
-  // (attn_grad_own_scratch: not grad_h_b, which the output_w gradient may still read.)
-  const CUdeviceptr spare =
-      !pre ? ga : plan_.attn_grad_own_scratch ? t(inv ? "attn_residual" : "grad_h_c") : gb;
+  // (attn_grad_own_scratch: not grad_h_b, which the late output_w gradient may still read.)
+  const CUdeviceptr spare = !pre ? ga : plan_.attn_grad_own_scratch ? t("attn_residual") : gb;
   const bool fold = plan_.attn_out_dropout_in_ln;  // the dropout's masked gradient -> spare
   if (pre) {
     // d_a = LN_attn_bwd(lin) + grad_output (residual) -> ga

@@ -426,7 +426,8 @@ TEST_CASE("backward on two streams gives bitwise the results of one stream") {
                {"fp16 Post-LN all flags", DType::F16, false, true, true, true},
                {"bf16 Pre-LN attn_dropout_checkpoint", DType::BF16, true, true, false, false},
                {"fp32 Pre-LN gelu_checkpoint", DType::F32, true, false, false, true},
-               {"fp16 Pre-LN gelu_checkpoint", DType::F16, true, false, false, true}};
+               {"fp16 Pre-LN gelu_checkpoint", DType::F16, true, false, false, true},
+               {"fp32 Pre-LN all flags", DType::F32, true, true, true, true}};
   for (const auto& k : cases) {
     INFO(k.name);
     LayerConfig c = large_cfg(k.t, k.pre, 8, 128);
