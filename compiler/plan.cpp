@@ -461,6 +461,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.dgrad_gemm_sm90 = train && dgrad_src == DgradGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
   const bool dgrad = plan.dgrad_gemm_sm90;
   const bool inv = c.normalize_invertible;
+  // Only where a free workspace tensor serves (normalize_invertible's attn_residual): an own
+  // [B, S, H] tensor cost gelu_checkpoint alone up to 5 sequences of the largest micro-batch and
+  // the wall did not measurably gain (bench/NOTES.md v38).
+  const bool own_scratch = gelu_ckpt_own_scratch_from_env();  // read always: a typo is an error
+  plan.attn_grad_own_scratch = train && pre && c.gelu_checkpoint && inv && own_scratch;
   const int H = c.hidden_size, I = c.intermediate_size;
   const std::string gelu_form = c.gelu_approximation == GeluForm::Tanh ? "tanh" : "erf";
   const std::string hd = train && c.hidden_dropout_ratio > 0 ? "hidden dropout + " : "";
@@ -836,11 +841,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (c.gelu_checkpoint) b.tokens(w, "ffn_gelu_out", "[B, S, I]", I, "GELU output (recomputed in backward)");
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
-    // Only where a free workspace tensor serves (normalize_invertible's attn_residual): an own
-    // [B, S, H] tensor cost gelu_checkpoint alone up to 5 sequences of the largest micro-batch and
-    // the wall did not measurably gain (bench/NOTES.md v38).
-    const bool own_scratch = gelu_ckpt_own_scratch_from_env();  // read always: a typo is an error
-    plan.attn_grad_own_scratch = pre && c.gelu_checkpoint && inv && own_scratch;
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
     if (sm90_bwd)
       w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,

@@ -60,3 +60,11 @@ flash_sanitize() {
     build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$log" 2>&1
   echo "$case $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
 }
+# All three memory flags, as dskc bench switches.
+FL_ALL="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
+# The two-stream timeline's summary line of one all-flags step (full output in $OUT/timeline_TAG.txt):
+# timeline_all "ENV=... ..." LAYER TAG (ENV may be empty).
+timeline_all() {
+  env $1 timeout 60 build-gpu/dskc bench "$2" $FL_ALL --warmup 20 --iters 20 --timeline > "$OUT/timeline_$3.txt" 2>&1
+  echo "$3 $(grep -oE "wall [0-9.]+ ms: main stream busy [0-9.]+ \(idle [0-9.]+\)" "$OUT/timeline_$3.txt")"
+}

@@ -5,13 +5,8 @@
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
 ctest_gpu 16 300 290
-FL="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
 el timelines
-for v in own shared; do
-  DSKC_GELU_CKPT_SCRATCH=$v timeout 60 build-gpu/dskc bench $L128 $FL --warmup 20 --iters 20 --timeline \
-    > $OUT/timeline_all_$v.txt 2>&1
-  echo "== $v"; grep -iE "busy|wall|waits|idle" $OUT/timeline_all_$v.txt | head -8
-done
+for v in own shared; do timeline_all DSKC_GELU_CKPT_SCRATCH=$v $L128 all_$v; done
 el "A/B"
 timeout 230 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 3 \
   --only "fp16 Pre-LN,gelu_checkpoint,all three flags" \

@@ -4,12 +4,7 @@
 # 5 interleaved burst rounds; timelines of all three flags at (16,512).
 . "$(dirname "$0")/common.sh"
 build_gpu -j16 dskc
-FL="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
-for v in own shared; do
-  DSKC_GELU_CKPT_SCRATCH=$v timeout 60 build-gpu/dskc bench $L512 $FL --warmup 20 --iters 20 --timeline \
-    > $OUT/timeline512_all_$v.txt 2>&1
-  echo "== 512 $v"; grep -E "wall" $OUT/timeline512_all_$v.txt | head -2
-done
+for v in own shared; do timeline_all DSKC_GELU_CKPT_SCRATCH=$v $L512 512_all_$v; done
 el "A/B"
 timeout 420 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 5 \
   --only "fp16 Pre-LN,gelu_checkpoint,gelu shared,all three flags,all shared" \
