@@ -91,6 +91,31 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
     sm90::tma_load_3d(kt, &p.qkv, bar, kHidden + h * kHeadDim, it * F::kKeys, b);
     sm90::tma_load_3d(kt + F::kTileBytes, &p.qkv, bar, 2 * kHidden + h * kHeadDim, it * F::kKeys, b);
   };
+  // Thread (warp w, lane 4g + t) holds rows 16w + g and + 8 of the block, columns 8j + 2t (+1) of each
+  // 64-key tile (j = 0 .. 7): the wgmma accumulator layout of S and of O.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  // Scores in log2 units (S·log2(e), mask·log2(e)): P = 2^(S' − max') as in the mma.sync kernel.
+  const float scale = flash::kLog2e / sqrtf(static_cast<float>(kHeadDim));
+  const int words = (seq + 31) / 32;
+  const uint32_t* bits_r[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    bits_r[r] = kDropout ? p.bits + (static_cast<size_t>(bh) * seq + min(rows[r], seq - 1)) * words : nullptr;
+
+  uint32_t kw[2][kDropout ? 2 : 1];  // the two rows' keep words of the tile the next softmax reads
+  // Keep words of key tile `it`: loaded a whole tile ahead of their use (tile 0's before the block's
+  // prologue, tile it + 1's right after softmax(it) has read tile it's), so the global load's latency
+  // runs under the TMA waits and the products instead of stalling the softmax (bench/NOTES.md v39).
+  auto load_tile_values = [&](int it) {
+    const int k0 = it * F::kKeys;
+    if constexpr (kDropout)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int w = 0; w < 2; ++w) kw[r][w] = bits_r[r][min(k0 / 32 + w, words - 1)];
+  };
+  load_tile_values(0);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(full(s), 1);
@@ -111,35 +136,12 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   }
   __syncthreads();  // barriers initialized, mask staged
 
-  // Thread (warp w, lane 4g + t) holds rows 16w + g and + 8 of the block, columns 8j + 2t (+1) of each
-  // 64-key tile (j = 0 .. 7): the wgmma accumulator layout of S and of O.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  // Scores in log2 units (S·log2(e), mask·log2(e)): P = 2^(S' − max') as in the mma.sync kernel.
-  const float scale = flash::kLog2e / sqrtf(static_cast<float>(kHeadDim));
-  const int words = (seq + 31) / 32;
-  const uint32_t* bits_r[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-    bits_r[r] = kDropout ? p.bits + (static_cast<size_t>(bh) * seq + min(rows[r], seq - 1)) * words : nullptr;
-
   float o[32], s[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i] = 0.f;
   float m[2] = {neg_inf(), neg_inf()};  // running row max (log2 units)
   float l[2] = {0.f, 0.f};              // running Σ P over this thread's columns (before dropout)
   uint32_t pa[4][4];                    // P ⊙ Z of the previous tile as A fragments, per k16 step of keys
-  uint32_t kw[2][kDropout ? 2 : 1];     // the tile's keep words of the two rows
-
-  // Issued before the tile's products, first used after S is complete.
-  auto load_tile_values = [&](int it) {
-    const int k0 = it * F::kKeys;
-    if constexpr (kDropout)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int w = 0; w < 2; ++w) kw[r][w] = bits_r[r][min(k0 / 32 + w, words - 1)];
-  };
   auto issue_s = [&](int it) {
     sm90::mbar_wait(full(it % kStages), (it / kStages) & 1u);
 #pragma unroll
@@ -206,22 +208,22 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   };
 
   float corr[2];
-  load_tile_values(0);
   sm90::mbar_wait(q_bar, 0);
   sm90::wgmma_fence();
   issue_s(0);
   sm90::wgmma_wait<0>();
   sm90::fence_operands(s);
   softmax(0, corr);  // O is still zero: nothing to rescale
+  if (tiles > 1) load_tile_values(1);
   pack_p();
   for (int it = 1; it < tiles; ++it) {
-    load_tile_values(it);
     sm90::wgmma_fence();
     issue_s(it);
     issue_pv(it - 1);
     sm90::wgmma_wait<1>();  // S_it (P_{it−1}·V_{it−1} may still run)
     sm90::fence_operands(s);
     softmax(it, corr);
+    if (it + 1 < tiles) load_tile_values(it + 1);
     sm90::wgmma_wait<0>();
     sm90::fence_operands(o);
     if (lane == 0 && it - 1 + kStages < tiles) {
