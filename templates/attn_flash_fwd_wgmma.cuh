@@ -104,9 +104,12 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
     bits_r[r] = kDropout ? p.bits + (static_cast<size_t>(bh) * seq + min(rows[r], seq - 1)) * words : nullptr;
 
   uint32_t kw[2][kDropout ? 2 : 1];  // the two rows' keep words of the tile the next softmax reads
-  // Keep words of key tile `it`: loaded a whole tile ahead of their use (tile 0's before the block's
-  // prologue, tile it + 1's right after softmax(it) has read tile it's), so the global load's latency
-  // runs under the TMA waits and the products instead of stalling the softmax (bench/NOTES.md v39).
+  // Keep words of key tile `it`. Sequences of at most two key tiles (kLoadAhead) load them a whole
+  // tile ahead of their use: tile 0's before the block's prologue, tile 1's right after softmax(0) has
+  // read tile 0's, so the global load's latency runs under the TMA waits and the products instead of
+  // stalling the first softmax (attn_flash_fwd −14% at (64,128)). Longer ones issue each tile's loads
+  // just before its products: loading ahead measured 4% slower at (16,512) (bench/NOTES.md v39).
+  constexpr bool kLoadAhead = kMaxSeq <= 2 * F::kKeys;
   auto load_tile_values = [&](int it) {
     const int k0 = it * F::kKeys;
     if constexpr (kDropout)
@@ -115,7 +118,7 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
 #pragma unroll
         for (int w = 0; w < 2; ++w) kw[r][w] = bits_r[r][min(k0 / 32 + w, words - 1)];
   };
-  load_tile_values(0);
+  if constexpr (kLoadAhead) load_tile_values(0);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(full(s), 1);
@@ -208,22 +211,23 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   };
 
   float corr[2];
+  if constexpr (!kLoadAhead) load_tile_values(0);
   sm90::mbar_wait(q_bar, 0);
   sm90::wgmma_fence();
   issue_s(0);
   sm90::wgmma_wait<0>();
   sm90::fence_operands(s);
   softmax(0, corr);  // O is still zero: nothing to rescale
-  if (tiles > 1) load_tile_values(1);
+  if (kLoadAhead && tiles > 1) load_tile_values(1);
   pack_p();
   for (int it = 1; it < tiles; ++it) {
+    if constexpr (!kLoadAhead) load_tile_values(it);
     sm90::wgmma_fence();
     issue_s(it);
     issue_pv(it - 1);
     sm90::wgmma_wait<1>();  // S_it (P_{it−1}·V_{it−1} may still run)
     sm90::fence_operands(s);
     softmax(it, corr);
-    if (it + 1 < tiles) load_tile_values(it + 1);
     sm90::wgmma_wait<0>();
     sm90::fence_operands(o);
     if (lane == 0 && it - 1 + kStages < tiles) {
