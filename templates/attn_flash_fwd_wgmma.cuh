@@ -17,10 +17,10 @@
 // [B][S][3H]: rows past the sequence's end read as zero); after that, the last of the four warps done
 // with a stage (its P·V product is complete; a shared counter per stage) refills it with the tile
 // kStages later. The block stages its row's key mask (fp32, log2 units, −inf past S: P = 0 there; those
-// K/V rows read as zeros) in shared memory once. Each thread loads its two rows' keep words of the tile
-// from global memory before issuing the tile's products and first uses them after S is complete (a use
-// before would stall the warp on the loads ahead of its wgmmas; bench/NOTES.md v20 (d)). Query rows past
-// S are not stored.
+// K/V rows read as zeros) in shared memory once. Each thread loads its two rows' keep words of a tile
+// from global memory before issuing that tile's products and first uses them after S is complete (a use
+// before would stall the warp on the loads ahead of its wgmmas; bench/NOTES.md v20 (d)); up to 128 keys
+// a whole tile ahead (kLoadAhead, v39). Query rows past S are not stored.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
