@@ -193,10 +193,10 @@ bool attn_fwd_wgmma_supported(const LayerConfig& c, const std::string& arch, boo
 
 int flash_wg_fwd_smem_bytes(int stages, int max_seq) {
   // Mirrors FlashWgFwdTile (templates/attn_flash_fwd_wgmma.cuh): the Q tile, K/V tiles per stage
-  // (8 KB tiles), the fp32 key mask of a row (max_seq rounded up to 64 keys), two 16-byte keep-word
-  // slots per thread (128 threads), a counter per stage, stages + 1 barriers.
-  const int tile = 64 * 128, mask_keys = (max_seq + 63) / 64 * 64, word_slots = 2 * 128 * 16;
-  return 1024 + tile + stages * 2 * tile + mask_keys * 4 + word_slots + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
+  // (8 KB tiles), the fp32 key mask of a row (max_seq rounded up to 64 keys), a counter per stage,
+  // stages + 1 barriers.
+  const int tile = 64 * 128, mask_keys = (max_seq + 63) / 64 * 64;
+  return 1024 + tile + stages * 2 * tile + mask_keys * 4 + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
 }
 
 int attn_fwd_stages_from_env() {

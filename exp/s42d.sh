@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Session 42, call 5 (the last ~400 s of device time): attn_flash_fwd (wgmma) with each thread's keep
-# words copied by cp.async two tiles ahead into a per-thread ring in shared memory (the final form of
-# v39) against the module sources of the previous template (exp/s42/base_*.cu) and of the register
-# load-ahead at max_seq <= 128 (exp/s42/ahead_*.cu, 31cfb37): the wgmma forward's GPU cases (against
+# Prepared in session 42, not run (the device time was spent): attn_flash_fwd (wgmma) with each thread's
+# keep words copied by cp.async two tiles ahead into a per-thread ring in shared memory
+# (exp/keep_words_cpasync.patch, applied first) against the module sources of the previous template
+# (exp/s42/base_*.cu) and of main's register load-ahead at max_seq <= 128 (exp/s42/ahead_*.cu, 31cfb37):
+# the wgmma forward's GPU cases (against
 # the mma.sync kernel, the unfused path and the CPU reference, S = 1 ... 509, fp16 / bf16, dropout or not),
 # then Nsight Compute kernel times of one step, alternating, as many rounds as the time allows.
 . "$(dirname "$0")/common.sh"
+git apply --check exp/keep_words_cpasync.patch 2>/dev/null && git apply exp/keep_words_cpasync.patch  # the new form
 build_gpu -j16 dskc gpu_test_flash_attention
 el "flash forward cases"
 gpu_test flash_fwd.log 120 gpu_test_flash_attention -tc="fused attention forward on warpgroup MMA*"

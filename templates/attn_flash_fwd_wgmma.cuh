@@ -17,11 +17,10 @@
 // [B][S][3H]: rows past the sequence's end read as zero); after that, the last of the four warps done
 // with a stage (its P·V product is complete; a shared counter per stage) refills it with the tile
 // kStages later. The block stages its row's key mask (fp32, log2 units, −inf past S: P = 0 there; those
-// K/V rows read as zeros) in shared memory once. Each thread copies its two rows' keep words of a tile
-// into its own slot of a two-tile ring in shared memory by cp.async two tiles ahead of the softmax that
-// reads them (tiles 0 and 1 before the block's prologue), so neither a global load's latency nor a
-// register held across the products sits in the tile loop (bench/NOTES.md v39; v20 (d): a use right
-// after the load stalls the warp ahead of its wgmmas). Query rows past S are not stored.
+// K/V rows read as zeros) in shared memory once. Each thread loads its two rows' keep words of a tile
+// from global memory before issuing that tile's products and first uses them after S is complete (a use
+// before would stall the warp on the loads ahead of its wgmmas; bench/NOTES.md v20 (d)); up to 128 keys
+// a whole tile ahead (kLoadAhead, v39). Query rows past S are not stored.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
@@ -44,8 +43,7 @@ struct FlashWgFwdTile {
   static constexpr int kStage0 = kQ + kTileBytes;               // stage s: K, V tiles
   static constexpr int kMaskKeys = (kMaxSeq + kKeys - 1) / kKeys * kKeys;  // the key mask of the whole row
   static constexpr int kMask0 = kStage0 + kStages * 2 * kTileBytes;        // fp32, × log2 e, −inf past S
-  static constexpr int kWords0 = kMask0 + kMaskKeys * 4;  // keep words: per thread two 16-byte slots
-  static constexpr int kCount0 = kWords0 + 2 * kThreads * 16;               // per stage: warps done with it (mod 4)
+  static constexpr int kCount0 = kMask0 + kMaskKeys * 4;                    // per stage: warps done with it (mod 4)
   static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
   static constexpr int kBars = kStages + 1;                           // full[s], q
   static_assert(kBars0 % 8 == 0, "mbarriers are 8-byte aligned");
@@ -105,38 +103,22 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   for (int r = 0; r < 2; ++r)
     bits_r[r] = kDropout ? p.bits + (static_cast<size_t>(bh) * seq + min(rows[r], seq - 1)) * words : nullptr;
 
-  // Keep words of key tile `it` (the thread's two rows, two words each) by cp.async into slot it % 2 of
-  // the thread's ring, one commit group per call (empty past the last tile, so that before softmax(it)
-  // the groups of tiles it and it + 1 are the thread's newest two and cp.async.wait_group 1 suffices).
-  // Each thread reads back only what it copied: no barrier.
-  const uint32_t words_slot = base + F::kWords0 + 16u * threadIdx.x;  // + slot · kThreads · 16
+  uint32_t kw[2][kDropout ? 2 : 1];  // the two rows' keep words of the tile the next softmax reads
+  // Keep words of key tile `it`. Sequences of at most two key tiles (kLoadAhead) load them a whole
+  // tile ahead of their use: tile 0's before the block's prologue, tile 1's right after softmax(0) has
+  // read tile 0's, so the global load's latency runs under the TMA waits and the products instead of
+  // stalling the first softmax (attn_flash_fwd −14% at (64,128)). Longer ones issue each tile's loads
+  // just before its products: loading ahead measured 4% slower at (16,512) (bench/NOTES.md v39).
+  constexpr bool kLoadAhead = kMaxSeq <= 2 * F::kKeys;
   auto load_tile_values = [&](int it) {
-    if constexpr (kDropout) {
-      if (it < tiles) {
-        const int k0 = it * F::kKeys;
+    const int k0 = it * F::kKeys;
+    if constexpr (kDropout)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-          for (int w = 0; w < 2; ++w)
-            sm90::cp_async_4(words_slot + (it & 1) * F::kThreads * 16 + 4 * (2 * r + w),
-                             bits_r[r] + min(k0 / 32 + w, words - 1), 4);
-      }
-      cp_async_commit();
-    }
+        for (int w = 0; w < 2; ++w) kw[r][w] = bits_r[r][min(k0 / 32 + w, words - 1)];
   };
-  uint32_t kw[2][kDropout ? 2 : 1];  // the two rows' keep words of the tile softmax reads next
-  auto read_tile_values = [&](int it) {
-    if constexpr (kDropout) {
-      cp_async_wait<1>();
-      const uint4 v = *reinterpret_cast<const uint4*>(smem + F::kWords0 + ((it & 1) * F::kThreads + threadIdx.x) * 16);
-      kw[0][0] = v.x;
-      kw[0][1] = v.y;
-      kw[1][0] = v.z;
-      kw[1][1] = v.w;
-    }
-  };
-  load_tile_values(0);
-  load_tile_values(1);
+  if constexpr (kLoadAhead) load_tile_values(0);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(full(s), 1);
@@ -229,24 +211,23 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   };
 
   float corr[2];
+  if constexpr (!kLoadAhead) load_tile_values(0);
   sm90::mbar_wait(q_bar, 0);
   sm90::wgmma_fence();
   issue_s(0);
   sm90::wgmma_wait<0>();
   sm90::fence_operands(s);
-  read_tile_values(0);
   softmax(0, corr);  // O is still zero: nothing to rescale
-  load_tile_values(2);  // into slot 0, which softmax(0) has read
+  if (kLoadAhead && tiles > 1) load_tile_values(1);
   pack_p();
   for (int it = 1; it < tiles; ++it) {
+    if constexpr (!kLoadAhead) load_tile_values(it);
     sm90::wgmma_fence();
     issue_s(it);
     issue_pv(it - 1);
     sm90::wgmma_wait<1>();  // S_it (P_{it−1}·V_{it−1} may still run)
     sm90::fence_operands(s);
-    read_tile_values(it);
     softmax(it, corr);
-    load_tile_values(it + 2);
     sm90::wgmma_wait<0>();
     sm90::fence_operands(o);
     if (lane == 0 && it - 1 + kStages < tiles) {

@@ -2164,11 +2164,11 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=
       CHECK(k->fuses.find("attention dropout (mask from the keep bits)") != std::string::npos);
     }
   });
-  // Shared memory: the Q tile, two (three) K/V stages of 8 KB tiles, the row's fp32 key mask, the
-  // threads' keep-word slots (4 KB) and the small rest; four blocks of two stages fit on an SM at seq 512 (228 KB), three of three.
-  CHECK(flash_wg_fwd_smem_bytes(2, 128) == 1024 + 8192 + 4 * 8192 + 512 + 4096 + 8 + 24);
-  CHECK(flash_wg_fwd_smem_bytes(3, 100) == 1024 + 8192 + 6 * 8192 + 512 + 4096 + 16 + 32);
-  CHECK(flash_wg_fwd_smem_bytes(2, 513) == 1024 + 8192 + 4 * 8192 + 4 * 576 + 4096 + 8 + 24);
+  // Shared memory: the Q tile, two (three) K/V stages of 8 KB tiles, the row's fp32 key mask and the
+  // small rest; four blocks of two stages fit on an SM at seq 512 (228 KB), three of three.
+  CHECK(flash_wg_fwd_smem_bytes(2, 128) == 1024 + 8192 + 4 * 8192 + 512 + 8 + 24);
+  CHECK(flash_wg_fwd_smem_bytes(3, 100) == 1024 + 8192 + 6 * 8192 + 512 + 16 + 32);
+  CHECK(flash_wg_fwd_smem_bytes(2, 513) == 1024 + 8192 + 4 * 8192 + 4 * 576 + 8 + 24);
   CHECK(4 * flash_wg_fwd_smem_bytes(2, 512) <= 228 * 1024);
   CHECK(3 * flash_wg_fwd_smem_bytes(3, 512) <= 228 * 1024);
   // The default (DSKC_ATTN_FWD unset) on sm_90 is the two-stage kernel; the source differs.
