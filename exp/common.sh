@@ -68,3 +68,16 @@ timeline_all() {
   env $1 timeout 60 build-gpu/dskc bench "$2" $FL_ALL --warmup 20 --iters 20 --timeline > "$OUT/timeline_$3.txt" 2>&1
   echo "$3 $(grep -oE "wall [0-9.]+ ms: main stream busy [0-9.]+ \(idle [0-9.]+\)" "$OUT/timeline_$3.txt")"
 }
+# v39's A/B module sources (for DSKC_OVERRIDE_SOURCE) from this tree's build-gpu/dskc: build-gpu/v39/main_N.cu
+# (the generated source) and base_N.cu (the attention forward before v39: main's + exp/s42/base_N.diff),
+# N = 128 / 512 (the two layers).
+v39_sources() {
+  mkdir -p build-gpu/v39
+  local n L
+  for n in 128 512; do
+    L=$L128; [ $n = 512 ] && L=$L512
+    build-gpu/dskc compile $L --arch sm_90 --emit cuda -o build-gpu/v39/main_$n.cu > /dev/null || exit 1
+    cp build-gpu/v39/main_$n.cu build-gpu/v39/base_$n.cu
+    git apply exp/s42/base_$n.diff || exit 1
+  done
+}
