@@ -143,11 +143,17 @@ OutputGemm output_gemm_from_env() {
 
 AttnDq attn_dq_from_env() {
   return env_choice("DSKC_ATTN_DQ", AttnDq::Fused,
-                    {{"gemm", AttnDq::Gemm}, {"kernel", AttnDq::Kernel}, {"atomic", AttnDq::Atomic}, {"fused", AttnDq::Fused}},
+                    {{"gemm", AttnDq::Gemm},
+                     {"kernel", AttnDq::Kernel},
+                     {"atomic", AttnDq::Atomic},
+                     {"fused", AttnDq::Fused},
+                     {"reduce", AttnDq::Reduce}},
                     "\"fused\" (the default: on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ "
-                    "too; elsewhere as gemm), \"gemm\" (attn_flash_bwd_dkdv stores dS and one batched GEMM "
-                    "computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per query tile) or \"atomic\" "
-                    "(stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics)");
+                    "too; elsewhere as gemm, or in stochastic_mode as reduce), \"gemm\" (attn_flash_bwd_dkdv stores "
+                    "dS and one batched GEMM computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per "
+                    "query tile), \"atomic\" (stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 "
+                    "atomics) or \"reduce\" (stochastic_mode only: the wgmma dK/dV kernel adds dQ shares by TMA "
+                    "reductions)");
 }
 
 AttnBwd attn_bwd_from_env() {
@@ -164,14 +170,14 @@ bool attn_bwd_wgmma_supported(const LayerConfig& c, const std::string& arch) {
   return arch == "sm_90" && c.dtype() != DType::F32 && c.head_dim() == 64;
 }
 
-int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused, int cluster) {
+int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused, int cluster, bool dq_reduce) {
   // Mirrors FlashWgBwdTile (templates/attn_flash_bwd_wgmma.cuh): K/V tiles, 3 Q/dO stages, two dSᵀ
   // regions per warpgroup (8 KB tiles), per stage the 64 queries' L, D and 2 keep words per
   // warpgroup, (fused dQ with two key halves) one 64 x 64 fp32 dQ share per warpgroup of a block of
   // two or one per block of a cluster, the key mask, a counter per stage, 4 barriers.
   const int tile = 64 * 128, stages = 3, keys = 64 * wgs, row_bytes = (2 + 2 * wgs) * 64 * 4;
   const int share = 64 * 64 * 4;
-  const int xchg = !dq_fused ? 0 : wgs == 2 ? 2 * share : cluster == 2 ? share : 0;
+  const int xchg = dq_reduce ? share : !dq_fused ? 0 : wgs == 2 ? 2 * share : cluster == 2 ? share : 0;
   return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + stages * row_bytes + xchg + keys * 4 +
          (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
 }
@@ -429,6 +435,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   // Only when asked for (measured: bench/NOTES.md v26), and not with stochastic_mode's single-pass
   // backward, whose dot kernel zeroes the dQ accumulator.
   plan.attn_bits_bwd_in_dot = bits && !bits_saved && bits_bwd_src == AttnBitsBwd::Dot && dq_src != AttnDq::Atomic;
+  // (With stochastic_mode's TMA-reduced dQ, attn_flash_bwd_dot_bits zeroes the accumulator too.)
   const int stages_max = opt.attn_fwd_stages == 0 ? attn_fwd_stages_from_env() : opt.attn_fwd_stages;
   DSKC_ASSERT(stages_max == 1 || stages_max == 2, "PlanOptions::attn_fwd_stages is 0, 1 or 2");
   plan.attn_fwd_stages =
@@ -642,15 +649,22 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (fused) {
       // dQ by the GEMM (default), inside the wgmma dK/dV kernel where its block covers every key, the
       // per-query-tile kernel, or (stochastic_mode only) atomics in one pass (plan.h, attn_dq_atomic).
-      if (dq_src == AttnDq::Atomic && !c.stochastic_mode)
+      if ((dq_src == AttnDq::Atomic || dq_src == AttnDq::Reduce) && !c.stochastic_mode)
         throw Error(ErrorKind::Config,
-                    "DSKC_ATTN_DQ=atomic needs stochastic_mode: its fp32 atomic dQ additions run in a varying "
-                    "order, so the default mode (bitwise reproducible) does not use them");
+                    std::string("DSKC_ATTN_DQ=") + (dq_src == AttnDq::Atomic ? "atomic" : "reduce") +
+                        " needs stochastic_mode: its fp32 dQ additions run in a varying order, so the default mode "
+                        "(bitwise reproducible) does not use them");
       const bool dq_atomic = dq_src == AttnDq::Atomic;
       const bool wg_ok = bwd_src != AttnBwd::Sync && attn_bwd_wgmma_supported(c, opt.arch);
       const bool dq_fused = dq_src == AttnDq::Fused && wg_ok && c.max_seq_length <= 128;
-      const bool dq_gemm = dq_src == AttnDq::Gemm || (dq_src == AttnDq::Fused && !dq_fused);
+      // stochastic_mode: dQ shares by TMA reductions in the one-warpgroup wgmma kernel, asked for or
+      // as the default where the fused dQ does not apply.
+      const bool dq_reduce = wg_ok && bwd_src != AttnBwd::Wgmma2 &&
+                             (dq_src == AttnDq::Reduce || (dq_src == AttnDq::Fused && c.stochastic_mode && !dq_fused));
+      const bool dq_gemm = !dq_reduce && (dq_src == AttnDq::Gemm || dq_src == AttnDq::Reduce ||
+                                          (dq_src == AttnDq::Fused && !dq_fused));
       plan.attn_dq_atomic = dq_atomic;
+      plan.attn_dq_reduce = dq_reduce;
       plan.attn_dq_gemm = dq_gemm;
       plan.attn_dq_fused = dq_fused;
       // Fused dQ above 64 keys: two key halves, the blocks of a cluster (wgmma) or the warpgroups of
@@ -666,18 +680,21 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                               : plan.attn_bits_bwd_in_dot ? ", dropout mask from the bits attn_flash_bwd_dot rewrote"
                               : bits                     ? ", dropout mask from the bits attn_dropout_bits_bwd rewrote"
                                                          : "") +
-                             (dq_atomic ? "" : "; no atomics");
+                             (dq_atomic ? "" : dq_reduce ? "; dQ additions in no fixed order" : "; no atomics");
       const bool dot_bits = plan.attn_bits_bwd_in_dot;
       // With attn_dot_in_dkdv the dK/dV kernel computes D itself; the launch stays only for the bits
       // (its D then goes unread).
       if (!plan.attn_dot_in_dkdv || dot_bits) {
         b.flash(Pass::Backward, "attn_flash_bwd_dot", dot_bits ? "AttnFlashDotBitsParams" : "AttnFlashDotParams",
-                dot_bits    ? "attn_flash_bwd_dot_bits_impl<T>"
+                dot_bits    ? (dq_reduce ? "attn_flash_bwd_dot_bits_impl<T, kDqReduce>" : "attn_flash_bwd_dot_bits_impl<T>")
                 : dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>"
+                : dq_reduce ? "attn_flash_bwd_dot_impl<T, kDqReduce>"
                             : "attn_flash_bwd_dot_impl<T>",
                 "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
                 std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
-                    (dq_atomic ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets" : "") +
+                    (dq_atomic   ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets"
+                     : dq_reduce ? " + zeroes the fp32 dQ accumulator attn_dq_acc"
+                                 : "") +
                     (dot_bits ? " + the attention dropout keep mask regenerated (Philox) as bits (attn_dropout_checkpoint: "
                                 "not kept)"
                               : ""));
@@ -697,12 +714,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "fused attention backward in one pass (stochastic_mode): dK, dV per key tile + the tile's dQ share "
                 "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
                 "writes dQ into grad_qkv (" + re + ")");
-      } else if ((dq_gemm || dq_fused) && wg_ok) {
+      } else if ((dq_gemm || dq_fused || dq_reduce) && wg_ok) {
         const int cluster = halves && wgs == 1 ? 2 : 1;
         plan.attn_bwd_wgmma = true;
         plan.attn_bwd_wgs = wgs;
         plan.attn_bwd_cluster = cluster;
-        const std::string fused_arg = !dq_fused ? "" : cluster == 2 ? ", true, 2" : ", true";
+        const std::string fused_arg = dq_reduce ? ", false, 1, true" : !dq_fused ? "" : cluster == 2 ? ", true, 2" : ", true";
         const std::string tile = fmt::format("FlashWgBwdTile<{}{}>", wgs, fused_arg);
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdWgParams",
                 fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}{}>", wgs, fused_arg), tile + "::kThreads",
@@ -710,7 +727,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 fmt::format("fused attention backward on warpgroup MMA ({} warpgroup{} of 64 keys per block, Q/dO by "
                             "TMA in 3 stages): dK, dV per key tile + {} ({})",
                             wgs, wgs == 1 ? "" : "s",
-                            !dq_fused      ? "dSᵀ into grad_scores by TMA for the dQ GEMM"
+                            dq_reduce      ? "dS·K into the fp32 accumulator attn_dq_acc by TMA reductions (stochastic_mode)"
+                            : !dq_fused    ? "dSᵀ into grad_scores by TMA for the dQ GEMM"
                             : cluster == 2 ? "dQ = dS·K/√d (clusters of two blocks hold every key; the peer's share "
                                              "added from distributed shared memory) + D = rowsum(dO ⊙ O) (O by TMA)"
                             : wgs == 2     ? "dQ = dS·K/√d (the block holds every key; the warpgroups' shares added in "
@@ -721,9 +739,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
         k.op = "attn_flash_bwd_wgmma";
         k.min_blocks = tile + "::kMinBlocks";
         k.cluster = cluster;
-        k.dynamic_smem = flash_wg_bwd_smem_bytes(wgs, dq_fused, cluster);
+        k.dynamic_smem = flash_wg_bwd_smem_bytes(wgs, dq_fused, cluster, dq_reduce);
         k.smem_check = tile + "::smem_bytes";
         k.grid_constant = true;
+        if (dq_reduce)
+          b.elementwise(Pass::Backward, "attn_dq_convert", "attn_dq_convert", "AttnDqConvertParams",
+                        "attn_dq_convert_impl", H,
+                        "dQ = attn_dq_acc/√d, rounded, into grad_qkv's Q columns (stochastic_mode's TMA-reduced dQ)");
       } else if (dq_gemm) {
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdParams",
                 "attn_flash_bwd_dkdv_impl<T, kAttnDropoutOn, kDqGemm>", "FlashBwdTile::kThreads", fb,
@@ -861,6 +883,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.scores(w, "grad_scores", "gradient of the attention scores");
     else if (plan.attn_dq_gemm)
       b.scores(w, "grad_scores", "dSᵀ from attn_flash_bwd_dkdv for the dQ GEMM");
+    if (plan.attn_dq_reduce)
+      w.push_back({"attn_dq_acc", "[B, S, H] fp32", Extent::Tokens, H, 4,
+                   "dQ·√d accumulated by attn_flash_bwd_dkdv's TMA reductions (stochastic_mode)"});
     if (plan.attn_dq_atomic) {
       w.push_back({"attn_dq_acc", "[B, S, H] fp32", Extent::Tokens, H, 4,
                    "dQ·√d accumulated with atomics by attn_flash_bwd_dkdvdq (stochastic_mode)"});

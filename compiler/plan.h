@@ -161,6 +161,13 @@ struct LayerPlan {
   // its dQ into grad_qkv. The order of the atomic additions varies, so dQ is not bitwise
   // reproducible run to run (dK, dV and everything before are).
   bool attn_dq_atomic = false;
+  // stochastic_mode with AttnDq::Reduce, or AttnDq::Fused (the default) where the fused dQ does not
+  // apply (sequences over 128), on the wgmma dK/dV kernel with one warpgroup per block: no dSᵀ store
+  // and no dQ GEMM. attn_flash_bwd_dot zeroes attn_dq_acc [B, S, H] fp32; attn_flash_bwd_dkdv stages
+  // each key tile's dS·K (fp32) in shared memory and adds it into attn_dq_acc by TMA reductions
+  // (templates/attn_flash_bwd_wgmma.cuh, kDqReduce); attn_dq_convert writes dQ = acc/√d into grad_qkv.
+  // The order of a head's key tiles' additions varies, so dQ is not bitwise reproducible run to run.
+  bool attn_dq_reduce = false;
   // Fused attention in training, AttnDq::Gemm (and AttnDq::Fused, the default, where that does not apply): attn_flash_bwd_dkdv
   // also stores dSᵀ (dtype T) in the workspace tensor grad_scores [B, heads, S, padded S] and the
   // runtime computes dQ = dS·K/√d with one batched GEMM (gemm_attn_dq) instead of attn_flash_bwd_dq,
@@ -249,7 +256,11 @@ enum class AttnDq {
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
   Fused,            // the wgmma dK/dV kernel also computes dQ where one block covers every key (sequences
-                    // up to 128, attn_bwd_wgmma_supported); elsewhere as Gemm
+                    // up to 128, attn_bwd_wgmma_supported); elsewhere as Gemm, or in stochastic_mode as
+                    // Reduce where that applies
+  Reduce,           // stochastic_mode only: the wgmma dK/dV kernel (one warpgroup per block) adds each
+                    // key tile's dQ share into an fp32 accumulator by TMA reductions, attn_dq_convert
+                    // writes dQ (LayerPlan::attn_dq_reduce); where the wgmma kernel does not apply, as Gemm
 };
 // Which kernel computes dK, dV (and dSᵀ) with the dQ GEMM (LayerPlan::attn_bwd_wgmma).
 enum class AttnBwd {
@@ -350,9 +361,10 @@ AttnMask attn_mask_from_env();
 // Reads DSKC_LN_BWD (unset, "", "warp" -> WarpRows; "block" -> BlockRows); any other value is an
 // Error(Config) naming the variable.
 LnBwd ln_bwd_from_env();
-// Reads DSKC_ATTN_DQ (unset, "", "fused" -> Fused; "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic); any
-// other value is an Error(Config) naming the variable. Atomic in a plan whose fused attention
-// backward runs outside stochastic_mode is an Error(Config) from make_plan (it is not deterministic).
+// Reads DSKC_ATTN_DQ (unset, "", "fused" -> Fused; "gemm" -> Gemm; "kernel" -> Kernel; "atomic" -> Atomic;
+// "reduce" -> Reduce); any other value is an Error(Config) naming the variable. Atomic or Reduce in a
+// plan whose fused attention backward runs outside stochastic_mode is an Error(Config) from make_plan
+// (neither is deterministic).
 AttnDq attn_dq_from_env();
 // Reads DSKC_ATTN_BITS_BWD (unset, "", "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel); any other
 // value is an Error(Config) naming the variable.
@@ -369,7 +381,7 @@ AttnBwd attn_bwd_from_env();
 // Whether a layer's fused attention backward can use the wgmma dK/dV kernel on `arch`.
 bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
 // Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).
-int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused = false, int cluster = 1);
+int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused = false, int cluster = 1, bool dq_reduce = false);
 // Reads DSKC_ATTN_FWD (unset, "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"); any other value is an
 // Error(Config) naming the variable.
 AttnFwd attn_fwd_from_env();

@@ -90,7 +90,7 @@ struct AttnFlashFwd {
 struct AttnFlashDot {
   Ptr ctx, dctx;
   float* dot;
-  float* dq_acc;         // attn_dq_acc, zeroed (stochastic_mode: kDqAtomic); else nullptr
+  float* dq_acc;         // attn_dq_acc, zeroed (stochastic_mode: kDqAtomic, kDqReduce); else nullptr
   uint32_t* dq_tickets;  // attn_dq_tickets, zeroed (stochastic_mode); else nullptr
   int batch, seq;
 };
@@ -107,11 +107,18 @@ struct AttnFlashBwd {
 // templates/attn_flash_bwd_wgmma.cuh (AttnFlashBwdWgParams): TMA maps first, like GemmSm90.
 struct AttnFlashBwdWg {
   CUtensorMap qkv, dctx, ds, ctx;  // ds: plan attn_dq_gemm only; ctx (O): attn_dot_in_dkdv only
+  CUtensorMap dq_acc;              // fp32 [B][S][H]: plan attn_dq_reduce only
   Ptr mask;
   const float *lse, *dot;
   const uint32_t* bits;
   Ptr dqkv;
   int batch, seq;
+};
+// templates/attn_dq_convert.cuh (AttnDqConvertParams).
+struct AttnDqConvert {
+  const float* acc;
+  Ptr dqkv;
+  int rows;
 };
 // templates/attn_flash_fwd_wgmma.cuh (AttnFlashFwdWgParams).
 struct AttnFlashFwdWg {
@@ -161,7 +168,8 @@ static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
 static_assert(sizeof(AttnFlashDotBits) == 80);
 static_assert(sizeof(AttnFlashBwd) == 88);
-static_assert(sizeof(AttnFlashBwdWg) == 640 && offsetof(AttnFlashBwdWg, mask) == 512);
+static_assert(sizeof(AttnFlashBwdWg) == 768 && offsetof(AttnFlashBwdWg, mask) == 640);
+static_assert(sizeof(AttnDqConvert) == 24);
 static_assert(sizeof(AttnFlashFwdWg) == 256 && offsetof(AttnFlashFwdWg, mask) == 128);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);

@@ -752,8 +752,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     // attn_dq_atomic) one pass: the dot kernel also zeroes the fp32 dQ
     // accumulator and tickets, attn_flash_bwd_dkdvdq adds each key tile's dQ share into it with
     // atomics, and the last key tile of each head writes that head's dQ into grad_qkv.
-    const bool dq_atomic = plan_.attn_dq_atomic;
-    float* dq_acc = dq_atomic ? F(t("attn_dq_acc")) : nullptr;
+    const bool dq_atomic = plan_.attn_dq_atomic, dq_reduce = plan_.attn_dq_reduce;
+    float* dq_acc = dq_atomic || dq_reduce ? F(t("attn_dq_acc")) : nullptr;
     uint32_t* dq_tickets = dq_atomic ? U32(t("attn_dq_tickets")) : nullptr;
     // (attn_dot_in_dkdv: the wgmma dK/dV kernel computes D itself; the launch runs only for the bits.)
     const kp::AttnFlashDot pd{P(t("attn_context")), P(lin), F(t("attn_row_dot")), dq_acc, dq_tickets, batch_, seq};
@@ -776,7 +776,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
                         dq_gemm ? P(t("grad_scores")) : nullptr, batch_, seq};
     if (dq_atomic) {
       run_kernel("attn_flash_bwd_dkdvdq", &pb, rows);
-    } else if (dq_gemm || plan_.attn_dq_fused) {
+    } else if (dq_gemm || plan_.attn_dq_fused || dq_reduce) {
       // dK, dV and dSᵀ (row = key) per key tile; then dQ = dS·K/√d per head: A = grad_scores read
       // transposed, B = K in place in qkv, C = the dQ columns of grad_qkv. With attn_dq_fused the
       // wgmma kernel writes dQ itself (its block holds every key of the head).
@@ -789,6 +789,9 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
         pw.dctx = tma_rows_3d_128b(lin, dt, H, seq, batch_, H, 64);
         if (dq_gemm) pw.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
         if (plan_.attn_dot_in_dkdv) pw.ctx = tma_rows_3d_128b(t("attn_context"), dt, H, seq, batch_, H, 64);
+        // stochastic_mode's dQ shares, added by TMA reductions into the fp32 accumulator (zeroed by
+        // attn_flash_bwd_dot), then scaled and rounded into grad_qkv.
+        if (dq_reduce) pw.dq_acc = tma_rows_3d_128b(t("attn_dq_acc"), DType::F32, H, seq, batch_, H, 64);
         pw.mask = P(mask_);
         pw.lse = F(t("attn_lse"));
         pw.dot = F(t("attn_row_dot"));
@@ -797,6 +800,10 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
         pw.batch = batch_;
         pw.seq = seq;
         run_kernel("attn_flash_bwd_dkdv", &pw, rows);
+        if (dq_reduce) {
+          const kp::AttnDqConvert pc{dq_acc, P(gq), rows};
+          run_kernel("attn_dq_convert", &pc, rows);
+        }
       } else {
         run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       }

@@ -5,7 +5,8 @@
 // 16 rows per block; grid (ceil(S / 16), B·heads).
 // With kDqAtomic (stochastic_mode) it also zeroes what attn_flash_bwd_dkdvdq accumulates into: each
 // lane the fp32 dQ accumulator elements at the [B·S, H] positions of the O and dO elements it reads,
-// and block (0, bh) the head's ticket.
+// and block (0, bh) the head's ticket. With kDqReduce (stochastic_mode, the wgmma kernel's TMA
+// reductions) it zeroes the accumulator alone.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/flash.cuh"
@@ -16,7 +17,7 @@ struct AttnFlashDotParams {
   const T* ctx;   // [B*S, H] O (forward output of attention)
   const T* dctx;  // [B*S, H] dO
   float* dot;     // [B*heads*S] out: D
-  float* dq_acc;         // [B*S, H] fp32 out: zeroed (kDqAtomic only; else unused)
+  float* dq_acc;         // [B*S, H] fp32 out: zeroed (kDqAtomic, kDqReduce; else unused)
   uint32_t* dq_tickets;  // [B*heads] out: zeroed (kDqAtomic only; else unused)
   int batch;
   int seq;
@@ -48,7 +49,7 @@ __device__ __forceinline__ void attn_flash_bwd_dot_impl(const AttnFlashDotParams
   if (i < p.seq) {
 #pragma unroll
     for (int c = 0; c < kPer; c += 2) acc = flash::dot2_acc(acc, to_f(ov[c]), to_f(dv[c]), to_f(ov[c + 1]), to_f(dv[c + 1]));
-    if constexpr (kDq == kDqAtomic) {
+    if constexpr (kDq == kDqAtomic || kDq == kDqReduce) {
       if constexpr (kPer % 4 == 0) {
 #pragma unroll
         for (int c = 0; c < kPer; c += 4)

@@ -16,9 +16,10 @@ struct AttnFlashDotBitsParams {
   AttnDropoutBitsParams bits;
 };
 
-template <typename E>
+// kDq = kDqReduce (stochastic_mode's TMA-reduced dQ): also zeroes the dQ accumulator.
+template <typename E, FlashDq kDq = kDqPerQueryTile>
 __device__ __forceinline__ void attn_flash_bwd_dot_bits_impl(const AttnFlashDotBitsParams& p) {
-  attn_flash_bwd_dot_impl<E, kDqPerQueryTile>(p.dot, [&] {
+  attn_flash_bwd_dot_impl<E, kDq>(p.dot, [&] {
     const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
     attn_dropout_bits_strided(p.bits, kHeads, block * blockDim.x + threadIdx.x, gridDim.x * gridDim.y * blockDim.x);
   });

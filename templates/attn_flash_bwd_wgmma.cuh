@@ -30,6 +30,12 @@
 // layout), one thread stores it by TMA (3-D map [B·heads][S][padded S]: keys past S, columns past the
 // padded length are not written; columns in [S, padded S) get dS = 0, which no GEMM reads).
 // Deterministic: every output element is written once, in a fixed summation order.
+// kDqReduce (stochastic_mode, one warpgroup per block, sequences of more than one block of keys): no dSᵀ
+// store; the region is the A operand of the tile's dQ share dS·K (as with kDqFused), which the next
+// step stages (fp32, the TMA box's 128B-swizzled layout) in shared memory while its dV/dK products run,
+// and one thread adds into the fp32 accumulator [B][S][H] by two TMA reductions (32 columns each).
+// The additions of a head's key tiles into one element come in no fixed order: not bitwise
+// reproducible. attn_flash_bwd_dot zeroes the accumulator first, attn_dq_convert writes dQ after.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
@@ -40,9 +46,11 @@ namespace dskc {
 
 // Shapes and the shared-memory map (byte offsets from a 1024-aligned base); compiler/plan.cpp mirrors
 // kThreads, kKeys and smem_bytes (flash_wg_bwd_* there; static_asserts in the generated source).
-template <int kWG, bool kDqFused = false, int kCluster = 1>
+template <int kWG, bool kDqFused = false, int kCluster = 1, bool kDqReduce = false>
 struct FlashWgBwdTile {
   static_assert(kWG == 1 || kWG == 2, "one or two math warpgroups");
+  static_assert(!kDqReduce || (kWG == 1 && !kDqFused && kCluster == 1),
+                "TMA-reduced dQ shares: one warpgroup per block, no fused dQ");
   static_assert(kCluster == 1 || (kCluster == 2 && kWG == 1 && kDqFused),
                 "clusters of two one-warpgroup blocks exchange dQ shares (kDqFused)");
   static constexpr int kThreads = 128 * kWG;
@@ -60,8 +68,14 @@ struct FlashWgBwdTile {
   static constexpr int kRowBytes = kRowVals * kQueries * 4;              // per stage
   // kDqFused with two key halves: the 64 x 64 fp32 dQ share handed over by the other half (two
   // warpgroups: one slot per warpgroup; a cluster of two blocks: the slot the peer block writes).
+  // kDqReduce: the share staged for the TMA reductions (two 64-row x 128-byte boxes, 1024-aligned).
   static constexpr int kXchg0 = kRows0 + kStages * kRowBytes;
-  static constexpr int kXchgBytes = !kDqFused ? 0 : kWG == 2 ? 2 * 64 * 64 * 4 : kCluster == 2 ? 64 * 64 * 4 : 0;
+  static constexpr int kXchgBytes = kDqReduce ? 64 * 64 * 4
+                                    : !kDqFused ? 0
+                                    : kWG == 2  ? 2 * 64 * 64 * 4
+                                    : kCluster == 2 ? 64 * 64 * 4
+                                                    : 0;
+  static_assert(!kDqReduce || kXchg0 % 1024 == 0, "128B-swizzled TMA boxes start 1024-aligned");
   static constexpr int kMask0 = kXchg0 + kXchgBytes;               // the block's key mask (fp32, × log2 e)
   static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warps done with it (mod 4·kWG)
   static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
@@ -81,6 +95,7 @@ struct AttnFlashBwdWgParams {
   sm90::TmaDescriptor dctx;  // [B][S][H] dO, 64 x 64 x 1 boxes
   sm90::TmaDescriptor ds;    // [B·heads][S][padded S] dSᵀ stores (row = key), 64 x 64 x 1 boxes
   sm90::TmaDescriptor ctx;   // [B][S][H] O, 64 x 64 x 1 boxes (FlashWgBwdTile::kDotFused only)
+  sm90::TmaDescriptor dq_acc;  // [B][S][H] fp32 dQ accumulator, 32 x 64 x 1 boxes (kDqReduce only)
   const T* mask;             // [B, S] additive
   const float* lse;          // [B*heads*S] forward logsumexp L
   const float* dot;          // [B*heads*S] D = rowsum(dO ⊙ O) (unless FlashWgBwdTile::kDotFused)
@@ -90,12 +105,12 @@ struct AttnFlashBwdWgParams {
   int seq;
 };
 
-template <typename E, bool kDropout, int kWG, bool kDqFused = false, int kCluster = 1>
+template <typename E, bool kDropout, int kWG, bool kDqFused = false, int kCluster = 1, bool kDqReduce = false>
 __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgParams& p) {
 #if DSKC_SM90A
   static_assert(sizeof(E) == 2, "wgmma attention runs on fp16/bf16 only");
   static_assert(kHeadDim == 64, "the wgmma attention backward is built for head dim 64 (128-byte tile rows)");
-  using F = FlashWgBwdTile<kWG, kDqFused, kCluster>;
+  using F = FlashWgBwdTile<kWG, kDqFused, kCluster, kDqReduce>;
   extern __shared__ unsigned char attn_wg_smem[];
   const uint32_t base = (sm90::smem_u32(attn_wg_smem) + 1023u) & ~1023u;
   unsigned char* const smem_ptr = attn_wg_smem - sm90::smem_u32(attn_wg_smem);  // + a shared address = its pointer
@@ -158,6 +173,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::tma_prefetch_descriptor(&p.qkv);
     sm90::tma_prefetch_descriptor(&p.dctx);
     if constexpr (F::kDotFused) sm90::tma_prefetch_descriptor(&p.ctx);
+    if constexpr (kDqReduce) sm90::tma_prefetch_descriptor(&p.dq_acc);
     sm90::mbar_arrive_expect_tx(kv_bar, 2 * kWG * F::kTileBytes);
     for (int c = 0; c < kWG; ++c) {
       const uint32_t kt = base + F::kKV + 2 * c * F::kTileBytes;
@@ -205,6 +221,26 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   // second half's keys are all past S, its share is zero, and the first half stores dQ alone.
   [[maybe_unused]] float dq[32];
   [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
+  // kDqReduce: this thread's dq (rows 16w + g (+8), columns 8n + 2t (+1)) into the staging boxes (box
+  // n / 4 holds columns 32(n / 4) ..; in a 128-byte row, 16-byte chunk 2(n % 4) + t / 2 is stored at
+  // chunk ^ (row % 8), row % 8 = g: conflict-free 8-byte stores), then the two reductions of query
+  // tile `tq` (thread 0, after the other threads' stores are fenced and synchronized).
+  [[maybe_unused]] auto stage_dq = [&] {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 16 * w + g + 8 * r;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const uint32_t off = (n / 4) * (64 * 128) + row * 128 + (((2 * (n % 4) + t / 2) ^ g) << 4) + 8 * (t % 2);
+        *reinterpret_cast<float2*>(smem_ptr + base + F::kXchg0 + off) = make_float2(dq[4 * n + 2 * r], dq[4 * n + 2 * r + 1]);
+      }
+    }
+  };
+  [[maybe_unused]] auto reduce_dq = [&](int tq) {
+    sm90::tma_reduce_add_3d(&p.dq_acc, base + F::kXchg0, h * kHeadDim, tq * F::kQueries, b);
+    sm90::tma_reduce_add_3d(&p.dq_acc, base + F::kXchg0 + 64 * 128, h * kHeadDim + 32, tq * F::kQueries, b);
+    sm90::tma_store_commit();
+  };
 
   for (int it = 0; it < tiles; ++it) {
     const int tq = kDqFused ? (it + part) % tiles : it;  // the query tile of this step
@@ -252,6 +288,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::fence_operands(dpt);
     sm90::fence_operands(dk);
     sm90::fence_operands(dv);
+    if constexpr (kDqReduce) sm90::fence_operands(dq);  // the previous tile's share (complete with this wait)
     if constexpr (kDqFused) {
       // The first tile's dQ share (complete with this wait) to the other half (two tiles).
       sm90::fence_operands(dq);
@@ -331,7 +368,17 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     // by TMA. (Per-warp 64 x 16 stores without the two warpgroup barriers measured no faster.)
     // kDqFused: no store; the region is the M-major A operand of the tile's dQ share dS·K instead.
     const uint32_t region = base + F::kDs0 + (2 * c + (it & 1)) * F::kTileBytes;
-    if (!kDqFused && it >= 2) {
+    if constexpr (kDqReduce) {
+      // The previous tile's share into the staging boxes, once the reductions issued a step ago have
+      // read them; its reductions go out after the barrier below.
+      if (it >= 1) {
+        if (it >= 2) {
+          if (tid == 0) sm90::tma_store_wait_read<0>();
+          sm90::warpgroup_sync(c);
+        }
+        stage_dq();
+      }
+    } else if (!kDqFused && it >= 2) {
       if (tid == 0) sm90::tma_store_wait_read<1>();
       sm90::warpgroup_sync(c);
     }
@@ -343,7 +390,9 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     }
     sm90::fence_proxy_async();
     sm90::warpgroup_sync(c);
-    if constexpr (kDqFused) {
+    if constexpr (kDqReduce)
+      if (it >= 1 && tid == 0) reduce_dq(it - 1);
+    if constexpr (kDqFused || kDqReduce) {
       // dq = dS·K over the warpgroup's 64 keys: A = dS read M-major from the region (row = key),
       // B = K read N-major (row = key).
       sm90::wgmma_fence();
@@ -395,6 +444,20 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
 #pragma unroll
         for (int n = 0; n < 8; ++n) flash::store2<E>(row + n * 8, dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
       }
+    }
+  } else if constexpr (kDqReduce) {
+    // The last tile's share, as in the loop.
+    sm90::fence_operands(dq);
+    if (tiles >= 2) {
+      if (tid == 0) sm90::tma_store_wait_read<0>();
+      sm90::warpgroup_sync(c);
+    }
+    stage_dq();
+    sm90::fence_proxy_async();
+    sm90::warpgroup_sync(c);
+    if (tid == 0) {
+      reduce_dq(tiles - 1);
+      sm90::tma_store_wait<0>();
     }
   } else if (tid == 0) {
     sm90::tma_store_wait<0>();

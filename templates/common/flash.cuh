@@ -80,7 +80,11 @@ struct FlashDotTile {
 // workspace grad_scores ([B·heads, S, padded S], row = key, column = query), and the runtime computes
 // dQ = dS·K/√d with one batched GEMM: P and dS are computed once and the result is still bitwise
 // reproducible (a fixed GEMM algorithm, no atomics).
-enum FlashDq { kDqPerQueryTile = 0, kDqAtomic = 1, kDqGemm = 2 };
+// kDqReduce (stochastic_mode, the wgmma dK/dV kernel where one block does not cover every key): each
+// key tile's dS·K, staged in shared memory, is added into the fp32 accumulator by TMA reductions
+// (cp.reduce.async.bulk.tensor: the order of the additions varies run to run); attn_dq_convert then
+// writes dQ = scale·acc into grad_qkv. No dSᵀ round trip through memory, no dQ GEMM.
+enum FlashDq { kDqPerQueryTile = 0, kDqAtomic = 1, kDqGemm = 2, kDqReduce = 3 };
 
 // Shared-memory row stride in elements: +8 (16 bytes) keeps every ldmatrix row 16-byte aligned and
 // spreads the 8 row addresses of one 8x8 matrix over distinct banks.

@@ -151,6 +151,17 @@ __device__ __forceinline__ void tma_store_3d(const TmaDescriptor* map, uint32_t 
                : "memory");
 #endif
 }
+// Adds a box from shared memory into global memory element by element (fp32 add in L2; elements
+// outside the tensor are skipped), in the same bulk groups as tma_store_*: the order of concurrent
+// reductions into one element is not fixed.
+__device__ __forceinline__ void tma_reduce_add_3d(const TmaDescriptor* map, uint32_t src, int c0, int c1, int c2) {
+#if DSKC_SM90A
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+#endif
+}
 __device__ __forceinline__ void tma_store_commit() {
 #if DSKC_SM90A
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");

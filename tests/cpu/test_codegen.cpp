@@ -2128,6 +2128,113 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
   }
 }
 
+TEST_CASE("stochastic_mode on Hopper: dQ shares added by TMA reductions (DSKC_ATTN_DQ=reduce; the default above 128 "
+          "keys)") {
+  auto plan_for = [](LayerConfig c, int max_seq, bool stochastic, AttnDq dq, const std::string& arch = "sm_90",
+                     AttnBwd bwd = AttnBwd::Wgmma) {
+    c.max_seq_length = max_seq;
+    c.stochastic_mode = stochastic;
+    return attn_bwd_plan(c, arch, bwd, dq);
+  };
+  for_each_fused_bert_large([&](const LayerConfig& c) {
+    for (int max_seq : {512, 381, 129, 128, 64}) {
+      CAPTURE(max_seq);
+      // stochastic_mode's default: reduce where the fused dQ does not apply (over 128 keys); asked for
+      // (DSKC_ATTN_DQ=reduce) at every length. The default mode at the same length: the dQ GEMM or the
+      // fused dQ.
+      const LayerPlan r = plan_for(c, max_seq, true, AttnDq::Reduce), s = plan_for(c, max_seq, true, AttnDq::Fused),
+                      d = plan_for(c, max_seq, false, AttnDq::Fused), g = plan_for(c, max_seq, false, AttnDq::Gemm);
+      CHECK(r.attn_dq_reduce);
+      CHECK_FALSE(r.attn_dq_gemm);
+      CHECK_FALSE(r.attn_dq_fused);
+      CHECK_FALSE(r.attn_dq_atomic);
+      CHECK(r.attn_bwd_wgmma);
+      CHECK(r.attn_bwd_wgs == 1);
+      CHECK(r.attn_bwd_cluster == 1);
+      CHECK_FALSE(r.attn_dot_in_dkdv);
+      CHECK(s.attn_dq_reduce == (max_seq > 128));
+      CHECK(s.attn_dq_fused == (max_seq <= 128));
+      CHECK_FALSE(d.attn_dq_reduce);
+      CHECK_FALSE(g.attn_dq_reduce);
+      // The GEMM plan's kernels, with attn_dq_convert right after the dK/dV kernel; no dSᵀ workspace
+      // but the fp32 accumulator [B, S, H].
+      std::vector<std::string> names = kernel_names(g);
+      const auto dkdv = std::find(names.begin(), names.end(), "attn_flash_bwd_dkdv");
+      REQUIRE(dkdv != names.end());
+      names.insert(dkdv + 1, "attn_dq_convert");
+      CHECK(kernel_names(r) == names);
+      CHECK(r.activation_bytes() == g.activation_bytes());
+      CHECK(std::none_of(r.workspace.begin(), r.workspace.end(), [](const auto& w) { return w.name == "grad_scores"; }));
+      const auto acc = std::find_if(r.workspace.begin(), r.workspace.end(), [](const auto& w) { return w.name == "attn_dq_acc"; });
+      REQUIRE(acc != r.workspace.end());
+      CHECK(acc->bytes(3, 51) == int64_t{3} * 51 * c.hidden_size * 4);
+      CHECK(std::none_of(r.workspace.begin(), r.workspace.end(), [](const auto& w) { return w.name == "attn_dq_tickets"; }));
+      const KernelInfo* k = r.find_kernel("attn_flash_bwd_dkdv");
+      REQUIRE(k);
+      CHECK(k->instantiation == "attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, 1, false, 1, true>");
+      CHECK(k->min_blocks == "FlashWgBwdTile<1, false, 1, true>::kMinBlocks");
+      CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(1, false, 1, true));
+      CHECK(k->fuses.find("by TMA reductions") != std::string::npos);
+      const KernelInfo* dot = r.find_kernel("attn_flash_bwd_dot");
+      REQUIRE(dot);
+      CHECK(dot->instantiation.find("kDqReduce>") != std::string::npos);
+      const KernelInfo* cv = r.find_kernel("attn_dq_convert");
+      REQUIRE(cv);
+      CHECK(cv->grid == GridKind::Elementwise);
+      CHECK(cv->cols == c.hidden_size);
+      CHECK(cv->pass == Pass::Backward);
+      if (c.attn_dropout_checkpoint && c.attn_dropout_ratio > 0) {
+        // attn_dropout_checkpoint's bits rewritten in attn_flash_bwd_dot's launch: that launch zeroes the
+        // accumulator too.
+        const dskc_test::ScopedEnv bits_env("DSKC_ATTN_BITS_BWD", "dot");
+        const LayerPlan b = plan_for(c, max_seq, true, AttnDq::Reduce);
+        CHECK(b.attn_bits_bwd_in_dot);
+        CHECK(b.find_kernel("attn_flash_bwd_dot")->instantiation == "attn_flash_bwd_dot_bits_impl<T, kDqReduce>");
+      }
+    }
+  });
+  // The staging share (64 x 64 fp32) on top of the GEMM form's shared memory: two blocks per SM still fit.
+  CHECK(flash_wg_bwd_smem_bytes(1, false, 1, true) == flash_wg_bwd_smem_bytes(1) + 64 * 64 * 4);
+  CHECK(2 * (flash_wg_bwd_smem_bytes(1, false, 1, true) + 1024) <= 228 * 1024);
+  // Where the one-warpgroup wgmma kernel does not run (the mma.sync kernel, two warpgroups, sm_80, head
+  // dim 128), reduce falls back to the dQ GEMM; the default mode rejects it (not bitwise reproducible).
+  LayerConfig d128 = bert_large();
+  d128.heads = 8;
+  for (const auto& [c, arch, bwd] : {std::tuple{bert_large(), "sm_90", AttnBwd::Sync},
+                                     std::tuple{bert_large(), "sm_90", AttnBwd::Wgmma2},
+                                     std::tuple{bert_large(), "sm_80", AttnBwd::Wgmma},
+                                     std::tuple{d128, "sm_90", AttnBwd::Wgmma}}) {
+    CAPTURE(arch);
+    const LayerPlan r = plan_for(c, 512, true, AttnDq::Reduce, arch, bwd), s = plan_for(c, 512, true, AttnDq::Fused, arch, bwd);
+    CHECK_FALSE(r.attn_dq_reduce);
+    CHECK(r.attn_dq_gemm);
+    CHECK_FALSE(s.attn_dq_reduce);
+    CHECK(s.attn_dq_gemm);
+    CHECK_FALSE(r.find_kernel("attn_dq_convert"));
+  }
+  const std::string e = error_of([&] { plan_for(bert_large(), 512, false, AttnDq::Reduce); }, ErrorKind::Config);
+  CHECK(e.find("DSKC_ATTN_DQ=reduce needs stochastic_mode") != std::string::npos);
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "reduce");
+    CHECK(attn_dq_from_env() == AttnDq::Reduce);
+  }
+  // The module builds for sm_90 (the TMA reductions, 64 x 64 fp32 staged in shared memory, no spill).
+  LayerConfig c = bert_large();
+  c.max_seq_length = 512;
+  c.stochastic_mode = true;
+  const LayerPlan r = attn_bwd_plan(c, "sm_90", AttnBwd::Wgmma, AttnDq::Fused);
+  REQUIRE(r.attn_dq_reduce);
+  const BuildResult b = build_module(r, {"sm_90", EmitKind::Ptx, {}}, /*use_cache=*/false);
+  const std::string ptx(b.module.image.begin(), b.module.image.end());
+  CHECK(ptx.find("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group") != std::string::npos);
+  const BuildResult cb = build_module(r, {"sm_90", EmitKind::Cubin, {}}, /*use_cache=*/false);
+  for (const auto& k : cb.module.resources)
+    if (k.name == "attn_flash_bwd_dkdv") {
+      CHECK(k.spill_bytes == 0);
+      CHECK(k.registers <= 255);
+    }
+}
+
 TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=wgmma, the default; wgmma3; sync)") {
   auto plan_for = [](const LayerConfig& c, const std::string& arch, AttnFwd fwd, AttnMask mask = AttnMask::Kernel) {
     PlanOptions o = fused_options(arch);
@@ -2362,6 +2469,11 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     fwd_wg.arch = "sm_90";
     fwd_wg.attn_fwd = AttnFwd::Wgmma;
     const LayerPlan plan_fwd_wg = make_plan(with_dtype(c, t), fwd_wg);
+    // stochastic_mode's TMA-reduced dQ (sm_90: the wgmma dK/dV kernel's kDqReduce, attn_dq_convert)
+    PlanOptions red = fused_options("sm_90");
+    red.attn_dq = AttnDq::Reduce;
+    const LayerPlan plan_reduce = make_plan(cs, red);
+    const std::string module_reduce = emit(plan_reduce).source;
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
                       module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source,
                       module_sm90 = emit(plan_sm90).source, module_fwd_wg = emit(plan_fwd_wg).source;
@@ -2407,9 +2519,15 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_fwd_wg, k.name);
             wrapped.push_back(k.name);
           }
+        for (const auto& k : plan_reduce.kernels)  // attn_dq_convert
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_reduce, k.name);
+            wrapped.push_back(k.name);
+          }
         // fp32 layers have no fused attention and no gemm_sm90: those templates compile with no
         // kernel instantiating them.
         const bool fp16_only = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh" ||
+                               tpl.path == "attn_dq_convert.cuh" ||
                                tpl.path == "layernorm_fwd_bits.cuh" ||
                                tpl.path == "gemm_sm90.cuh" || tpl.path == "weight_transpose.cuh";
         CHECK_MESSAGE((!wrapped.empty() || (fp16_only && t == DType::F32)),

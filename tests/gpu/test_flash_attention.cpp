@@ -48,8 +48,8 @@ struct Case {
   bool mask;
   bool adc = false;  // attn_dropout_checkpoint: attn_dropout_bits_bwd rewrites the keep bits in backward
   bool mask_kernel = false;  // DSKC_ATTN_MASK=kernel: attn_dropout_bits_fwd writes them, attn_flash_fwd reads them
-  bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic: attn_flash_bwd_dkdvdq, no dQ GEMM
-  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (unless stochastic); nullptr: unset, the default "fused"
+  bool stochastic = false;   // stochastic_mode + DSKC_ATTN_DQ=atomic (or dq_src): attn_flash_bwd_dkdvdq, no dQ GEMM
+  const char* dq_src = nullptr;  // DSKC_ATTN_DQ (with stochastic: "reduce" or nullptr = "atomic"); nullptr: unset, the default "fused"
                                  // (dQ inside the wgmma dK/dV kernel at max_seq <= 128 on Hopper, else the GEMM)
 };
 
@@ -99,6 +99,7 @@ struct Result {
   std::vector<uint32_t> bits;  // attn_dropout_bits as the backward read them (saved or workspace)
   std::map<std::string, std::vector<float>> grads;
   bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false, dq_fused = false;
+  bool dq_reduce = false;  // stochastic_mode's TMA-reduced dQ shares (plan attn_dq_reduce)
   bool dot_in_dkdv = false;  // D = rowsum(dO ⊙ O) inside the wgmma dK/dV kernel (no attn_flash_bwd_dot)
   int fwd_stages = 0;  // the plan's attn_fwd_stages
   bool fwd_wgmma = false;  // the plan's attn_fwd_wgmma (attn_flash_fwd on warpgroup MMA)
@@ -139,6 +140,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.dq_atomic = layer.plan().attn_dq_atomic;
   r.dq_gemm = layer.plan().attn_dq_gemm;
   r.dq_fused = layer.plan().attn_dq_fused;
+  r.dq_reduce = layer.plan().attn_dq_reduce;
   r.dot_in_dkdv = layer.plan().attn_dot_in_dkdv;
   r.fwd_stages = layer.plan().attn_fwd_stages;
   r.fwd_wgmma = layer.plan().attn_fwd_wgmma;
@@ -255,16 +257,19 @@ void check_case(const Case& k, bool verbose) {
 
   const Result f = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S,
                        k.mask_kernel ? "kernel" : "inline", true,
-                       k.stochastic ? "atomic" : k.dq_src);
+                       k.stochastic && !k.dq_src ? "atomic" : k.dq_src);
   const Result u = run(ctx, c, AttentionPath::Unfused, params, x, mask, dy, B, S);
   REQUIRE(f.fused);
   REQUIRE_FALSE(u.fused);
-  CHECK(f.dq_atomic == k.stochastic);
+  // stochastic_mode with DSKC_ATTN_DQ=reduce: the TMA-reduced dQ where the wgmma kernel runs.
+  const bool sto_reduce = k.stochastic && k.dq_src && std::strcmp(k.dq_src, "reduce") == 0;
+  CHECK(f.dq_atomic == (k.stochastic && !sto_reduce));
+  CHECK(f.dq_reduce == (sto_reduce && f.bwd_wgmma));
   // The default (DSKC_ATTN_DQ=fused): dQ in the wgmma kernel where it applies, elsewhere (and with
   // DSKC_ATTN_DQ=gemm) from dSᵀ by a batched GEMM.
   const bool fused_dq_src = !k.dq_src || std::strcmp(k.dq_src, "fused") == 0;
   CHECK(f.dq_fused == (!k.stochastic && fused_dq_src && f.bwd_wgmma && k.max_seq <= 128));
-  CHECK(f.dq_gemm == !(k.stochastic || f.dq_fused));
+  CHECK(f.dq_gemm == !(f.dq_atomic || f.dq_fused || f.dq_reduce));
   CHECK(f.dot_in_dkdv == (f.dq_fused && f.bwd_wgs == 1));
   CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
@@ -528,22 +533,29 @@ TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
 // computed before the attention backward are bitwise equal. A second run gives the same again (dQ
 // within rounding of the first; bitwise for the deterministic kernel). StochasticGemm is
 // stochastic_mode as it runs by default (the same dQ GEMM): with autotuning off, every output and
-// gradient equals the default mode's bit for bit.
-enum class DqVariant { Stochastic, Kernel, StochasticGemm };
+// gradient equals the default mode's bit for bit. Reduce is stochastic_mode with DSKC_ATTN_DQ=reduce:
+// there both runs use the wgmma dK/dV kernel (the default mode's with the dQ GEMM, stochastic_mode's
+// adding dQ shares by TMA reductions), whose dK/dV code is the same, so the same checks hold.
+enum class DqVariant { Stochastic, Kernel, StochasticGemm, Reduce };
 void check_dq_vs_default(const Case& k, DqVariant variant) {
   if (!selected(k.name)) return;
   Case ks = k;
   ks.stochastic = variant != DqVariant::Kernel;
-  const char* other_dq = variant == DqVariant::Kernel ? "kernel" : variant == DqVariant::Stochastic ? "atomic" : nullptr;
+  const char* other_dq = variant == DqVariant::Kernel       ? "kernel"
+                         : variant == DqVariant::Stochastic ? "atomic"
+                         : variant == DqVariant::Reduce     ? "reduce"
+                                                            : nullptr;
   const char* other_name = variant == DqVariant::Kernel       ? "DSKC_ATTN_DQ=kernel"
                            : variant == DqVariant::Stochastic ? "stochastic_mode + DSKC_ATTN_DQ=atomic"
+                           : variant == DqVariant::Reduce     ? "stochastic_mode + DSKC_ATTN_DQ=reduce"
                                                               : "stochastic_mode (dQ GEMM)";
   const LayerConfig c = config_of(k), cs = config_of(ks);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
   // dK/dV from the same kernel in every variant: the mma.sync one (the wgmma kernel, Hopper's default
   // at head dim 64, exists only with the dQ GEMM; check_wgmma_vs_sync compares the two).
-  const dskc_test::ScopedEnv env_bwd("DSKC_ATTN_BWD", "sync");
+  // (Reduce: the wgmma kernel in both modes, the default where it applies.)
+  const dskc_test::ScopedEnv env_bwd("DSKC_ATTN_BWD", variant == DqVariant::Reduce ? nullptr : "sync");
   INFO("case " << k.name << ": " << other_name << " vs default, B=" << B << " S=" << S << " d=" << d << " "
                << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : ""));
   const Progress progress(std::string(k.name) + " " + other_name + " vs default");
@@ -555,6 +567,10 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
   REQUIRE(a.fused);
   REQUIRE_FALSE(a.dq_atomic);
   REQUIRE(a.dq_gemm);
+  if (variant == DqVariant::Reduce && !a.bwd_wgmma) {
+    MESSAGE(k.name << ": not sm_90 (or not head dim 64): no wgmma dK/dV kernel, no TMA-reduced dQ to compare");
+    return;
+  }
   const double tol = t == DType::BF16 ? 1e-2 : 2e-3;  // a few units of rounding (fp16 2^-11, bf16 2^-8)
   double dqkv_norm = 0;
   for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
@@ -569,6 +585,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
     const Result s = run(ctx, cs, fused, params, x, mask, dy, B, S, "inline", /*gemm_autotune=*/false, other_dq);
     REQUIRE(s.dq_atomic == (variant == DqVariant::Stochastic));
     REQUIRE(s.dq_gemm == (variant == DqVariant::StochasticGemm));
+    REQUIRE(s.dq_reduce == (variant == DqVariant::Reduce));
     if (variant == DqVariant::StochasticGemm) {  // the same kernels and GEMM algorithms: bit for bit
       CHECK(s.out == a.out);
       CHECK(s.dqkv == a.dqkv);
@@ -630,6 +647,29 @@ TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=atomic, DSKC_ATTN_DQ=kernel and stocha
     check_dq_vs_default({"d128-s200-nodrop", 2, 256, 200, 256, 2, DType::F16, true, 0.0, false}, v);
     check_dq_vs_default({"d16-s7", 2, 8, 7, 128, 8, DType::F16, false, 0.1, true}, v);
   }
+}
+
+TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=reduce: dQ shares added by TMA reductions in the wgmma dK/dV kernel vs "
+          "unfused vs CPU reference, and vs the default mode") {
+  dskc_test::require_gpu();
+  // Head dim 64 (the wgmma kernel): partial query and key tiles (S = 509, 200, 129, 65, 1), one query tile
+  // and several, masks, dropout on and off, attn_dropout_checkpoint's rewritten bits, fp16 / bf16,
+  // Pre- and Post-LN; S <= 128 only when asked for (stochastic_mode's default there is the fused dQ).
+  auto sto = [](Case k) {
+    k.stochastic = true;
+    k.dq_src = "reduce";
+    return k;
+  };
+  check_case(sto({"d64-s509-red", 1, 512, 509, 128, 2, DType::F16, true, 0.1, true}), true);
+  check_case(sto({"d64-s200-bf16-red", 2, 256, 200, 256, 4, DType::BF16, false, 0.3, true}), false);
+  check_case(sto({"d64-s129-adc-red", 2, 256, 129, 128, 2, DType::F16, true, 0.1, true, true}), false);
+  check_case(sto({"d64-s65-nodrop-red", 3, 128, 65, 128, 2, DType::BF16, true, 0.0, false}), false);
+  check_case(sto({"d64-s1-red", 3, 16, 1, 128, 2, DType::F16, false, 0.1, true}), false);
+  // Against the default mode (dQ GEMM), GEMM autotuning off: forward and dK/dV bitwise, dQ and what
+  // follows from it within rounding; a rerun within rounding of the first.
+  check_dq_vs_default({"d64-s509", 1, 512, 509, 256, 4, DType::F16, true, 0.1, true}, DqVariant::Reduce);
+  check_dq_vs_default({"d64-s300-bf16-adc", 2, 384, 300, 128, 2, DType::BF16, false, 0.1, true, true}, DqVariant::Reduce);
+  check_dq_vs_default({"d64-s200-nodrop", 2, 256, 200, 128, 2, DType::F16, true, 0.0, false}, DqVariant::Reduce);
 }
 
 // The gradients of a run with one of the wgmma attention kernels (w, and its rerun w2) against the
