@@ -149,7 +149,7 @@ AttnDq attn_dq_from_env() {
                      {"fused", AttnDq::Fused},
                      {"reduce", AttnDq::Reduce}},
                     "\"fused\" (the default: on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ "
-                    "too; elsewhere as gemm, or in stochastic_mode as reduce), \"gemm\" (attn_flash_bwd_dkdv stores "
+                    "too; elsewhere as gemm), \"gemm\" (attn_flash_bwd_dkdv stores "
                     "dS and one batched GEMM computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per "
                     "query tile), \"atomic\" (stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 "
                     "atomics) or \"reduce\" (stochastic_mode only: the wgmma dK/dV kernel adds dQ shares by TMA "
@@ -657,10 +657,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       const bool dq_atomic = dq_src == AttnDq::Atomic;
       const bool wg_ok = bwd_src != AttnBwd::Sync && attn_bwd_wgmma_supported(c, opt.arch);
       const bool dq_fused = dq_src == AttnDq::Fused && wg_ok && c.max_seq_length <= 128;
-      // stochastic_mode: dQ shares by TMA reductions in the one-warpgroup wgmma kernel, asked for or
-      // as the default where the fused dQ does not apply.
-      const bool dq_reduce = wg_ok && bwd_src != AttnBwd::Wgmma2 &&
-                             (dq_src == AttnDq::Reduce || (dq_src == AttnDq::Fused && c.stochastic_mode && !dq_fused));
+      // stochastic_mode, when asked for: dQ shares by TMA reductions in the one-warpgroup wgmma kernel.
+      // Not its default: measured slower than the dQ GEMM at (16,512) (bench/NOTES.md v41: the dK/dV
+      // kernel +0.034 ms with the reductions and the dS·K products, against the GEMM's 0.049 ms).
+      const bool dq_reduce = wg_ok && bwd_src != AttnBwd::Wgmma2 && dq_src == AttnDq::Reduce;
       const bool dq_gemm = !dq_reduce && (dq_src == AttnDq::Gemm || dq_src == AttnDq::Reduce ||
                                           (dq_src == AttnDq::Fused && !dq_fused));
       plan.attn_dq_atomic = dq_atomic;

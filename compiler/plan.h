@@ -161,9 +161,9 @@ struct LayerPlan {
   // its dQ into grad_qkv. The order of the atomic additions varies, so dQ is not bitwise
   // reproducible run to run (dK, dV and everything before are).
   bool attn_dq_atomic = false;
-  // stochastic_mode with AttnDq::Reduce, or AttnDq::Fused (the default) where the fused dQ does not
-  // apply (sequences over 128), on the wgmma dK/dV kernel with one warpgroup per block: no dSᵀ store
-  // and no dQ GEMM. attn_flash_bwd_dot zeroes attn_dq_acc [B, S, H] fp32; attn_flash_bwd_dkdv stages
+  // stochastic_mode with AttnDq::Reduce (DSKC_ATTN_DQ=reduce; not the default: slower than the dQ
+  // GEMM at (16,512), bench/NOTES.md v41), on the wgmma dK/dV kernel with one warpgroup per block: no
+  // dSᵀ store and no dQ GEMM. attn_flash_bwd_dot zeroes attn_dq_acc [B, S, H] fp32; attn_flash_bwd_dkdv stages
   // each key tile's dS·K (fp32) in shared memory and adds it into attn_dq_acc by TMA reductions
   // (templates/attn_flash_bwd_wgmma.cuh, kDqReduce); attn_dq_convert writes dQ = acc/√d into grad_qkv.
   // The order of a head's key tiles' additions varies, so dQ is not bitwise reproducible run to run.
@@ -256,8 +256,7 @@ enum class AttnDq {
   Kernel,           // attn_flash_bwd_dq recomputes P and dS per query tile (no scores buffer)
   Atomic,           // stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 atomics
   Fused,            // the wgmma dK/dV kernel also computes dQ where one block covers every key (sequences
-                    // up to 128, attn_bwd_wgmma_supported); elsewhere as Gemm, or in stochastic_mode as
-                    // Reduce where that applies
+                    // up to 128, attn_bwd_wgmma_supported); elsewhere as Gemm
   Reduce,           // stochastic_mode only: the wgmma dK/dV kernel (one warpgroup per block) adds each
                     // key tile's dQ share into an fp32 accumulator by TMA reductions, attn_dq_convert
                     // writes dQ (LayerPlan::attn_dq_reduce); where the wgmma kernel does not apply, as Gemm
