@@ -751,7 +751,9 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     // (default) or per query tile, or in stochastic_mode with DSKC_ATTN_DQ=atomic (plan
     // attn_dq_atomic) one pass: the dot kernel also zeroes the fp32 dQ
     // accumulator and tickets, attn_flash_bwd_dkdvdq adds each key tile's dQ share into it with
-    // atomics, and the last key tile of each head writes that head's dQ into grad_qkv.
+    // atomics, and the last key tile of each head writes that head's dQ into grad_qkv; or with
+    // DSKC_ATTN_DQ=reduce (plan attn_dq_reduce) the wgmma dK/dV kernel adds the shares by TMA
+    // reductions into the accumulator the dot kernel zeroed, and attn_dq_convert writes dQ.
     const bool dq_atomic = plan_.attn_dq_atomic, dq_reduce = plan_.attn_dq_reduce;
     float* dq_acc = dq_atomic || dq_reduce ? F(t("attn_dq_acc")) : nullptr;
     uint32_t* dq_tickets = dq_atomic ? U32(t("attn_dq_tickets")) : nullptr;
