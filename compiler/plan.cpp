@@ -686,10 +686,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       // (its D then goes unread).
       if (!plan.attn_dot_in_dkdv || dot_bits) {
         b.flash(Pass::Backward, "attn_flash_bwd_dot", dot_bits ? "AttnFlashDotBitsParams" : "AttnFlashDotParams",
-                dot_bits    ? (dq_reduce ? "attn_flash_bwd_dot_bits_impl<T, kDqReduce>" : "attn_flash_bwd_dot_bits_impl<T>")
-                : dq_atomic ? "attn_flash_bwd_dot_impl<T, kDqAtomic>"
-                : dq_reduce ? "attn_flash_bwd_dot_impl<T, kDqReduce>"
-                            : "attn_flash_bwd_dot_impl<T>",
+                fmt::format("attn_flash_bwd_dot{}_impl<T{}>", dot_bits ? "_bits" : "",
+                            dq_atomic ? ", kDqAtomic" : dq_reduce ? ", kDqReduce" : ""),
                 "FlashDotTile::kThreads", 128, "FlashDotTile::kRows", 16,
                 std::string("D = rowsum(dO ⊙ O) per attention row for the fused backward") +
                     (dq_atomic   ? " + zeroes the fp32 dQ accumulator attn_dq_acc and the per-head tickets"
@@ -883,12 +881,11 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.scores(w, "grad_scores", "gradient of the attention scores");
     else if (plan.attn_dq_gemm)
       b.scores(w, "grad_scores", "dSᵀ from attn_flash_bwd_dkdv for the dQ GEMM");
-    if (plan.attn_dq_reduce)
+    if (plan.attn_dq_atomic || plan.attn_dq_reduce)
       w.push_back({"attn_dq_acc", "[B, S, H] fp32", Extent::Tokens, H, 4,
-                   "dQ·√d accumulated by attn_flash_bwd_dkdv's TMA reductions (stochastic_mode)"});
+                   plan.attn_dq_atomic ? "dQ·√d accumulated with atomics by attn_flash_bwd_dkdvdq (stochastic_mode)"
+                                       : "dQ·√d accumulated by attn_flash_bwd_dkdv's TMA reductions (stochastic_mode)"});
     if (plan.attn_dq_atomic) {
-      w.push_back({"attn_dq_acc", "[B, S, H] fp32", Extent::Tokens, H, 4,
-                   "dQ·√d accumulated with atomics by attn_flash_bwd_dkdvdq (stochastic_mode)"});
       w.push_back({"attn_dq_tickets", "[B, heads] u32", Extent::Heads, c.heads, 4,
                    "key tiles of each head done with attn_dq_acc (the last one writes dQ)"});
     }

@@ -81,3 +81,22 @@ v39_sources() {
     git apply exp/s42/base_$n.diff || exit 1
   done
 }
+# Nsight Compute A/B of attn_flash_fwd and the step's kernel sum at both shapes, alternating ROUNDS times:
+# base / ahead (v39_sources' base_N.cu / main_N.cu by DSKC_OVERRIDE_SOURCE) / new (this build's module),
+# one line each, also into $OUT/ncu_ab.txt: v39_ncu_ab ROUNDS.
+v39_ncu_ab() {
+  local r n v e L
+  for r in $(seq "$1"); do
+    for n in 128 512; do
+      L=$L128; [ $n = 512 ] && L=$L512
+      for v in base ahead new; do
+        e=""; [ $v = base ] && e="DSKC_OVERRIDE_SOURCE=$PWD/build-gpu/v39/base_$n.cu"
+        [ $v = ahead ] && e="DSKC_OVERRIDE_SOURCE=$PWD/build-gpu/v39/main_$n.cu"
+        ncu_step "$e" $L ${v}_${n}_$r > /dev/null
+        python3 exp/ncu_step.py "$OUT/ncu_${v}_${n}_$r.csv" > "$OUT/kernels_${v}_${n}_$r.txt" 2>&1
+        echo "$n $v $r $(grep -E ' attn_flash_fwd$' "$OUT/kernels_${v}_${n}_$r.txt" | awk '{print "fwd", $1}') $(tail -1 "$OUT/kernels_${v}_${n}_$r.txt" | awk '{print "sum", $1}')"
+        rm -f "$OUT/ncu_${v}_${n}_$r.csv"
+      done
+    done
+  done | tee "$OUT/ncu_ab.txt"
+}

@@ -13,17 +13,5 @@ build_gpu -j16 dskc gpu_test_flash_attention
 el "flash forward cases"
 gpu_test flash_fwd.log 120 gpu_test_flash_attention -tc="fused attention forward on warpgroup MMA*"
 el "ncu A/B"
-for r in 1 2 3; do
-  for n in 128 512; do
-    L=$L128; [ $n = 512 ] && L=$L512
-    for v in base ahead new; do
-      e=""; [ $v = base ] && e="DSKC_OVERRIDE_SOURCE=$PWD/build-gpu/v39/base_$n.cu"
-      [ $v = ahead ] && e="DSKC_OVERRIDE_SOURCE=$PWD/build-gpu/v39/main_$n.cu"
-      ncu_step "$e" $L ${v}_${n}_$r > /dev/null
-      python3 exp/ncu_step.py "$OUT/ncu_${v}_${n}_$r.csv" > "$OUT/kernels_${v}_${n}_$r.txt" 2>&1
-      echo "$n $v $r $(grep -E ' attn_flash_fwd$' "$OUT/kernels_${v}_${n}_$r.txt" | awk '{print "fwd", $1}') $(tail -1 "$OUT/kernels_${v}_${n}_$r.txt" | awk '{print "sum", $1}')"
-      rm -f "$OUT/ncu_${v}_${n}_$r.csv"
-    done
-  done
-done | tee "$OUT/ncu_ab.txt"
+v39_ncu_ab 3
 el done
