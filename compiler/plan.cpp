@@ -211,6 +211,12 @@ int attn_fwd_stages_from_env() {
                     "prefetches the next tile with cp.async into a second buffer where two fit)");
 }
 
+int gemm_gelu_regions_from_env() {
+  return env_choice("DSKC_GEMM_GELU_REGIONS", 2, {{"2", 2}, {"3", 3}},
+                    "\"2\" (the default: gemm_inter_fwd stages h and GELU(h) in two 64-row regions per warpgroup, "
+                    "five pipeline stages) or \"3\" (three regions, four stages)");
+}
+
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags) {
   const int rows = 64, keys = head_dim <= 64 ? 64 : 32;
   return 2 * (head_dim + 8) * (rows + 2 * stages * keys) + 4 * keys + (byte_flags ? rows * keys : 16) +
@@ -361,15 +367,18 @@ struct Builder {
   void gemm_sm90(Pass pass, const std::string& name, const std::string& n_expr, const std::string& k_expr,
                  const std::string& epi, int cols, const std::string& fuses) {
     const std::string inst = "gemm_sm90_impl<" + n_expr + ", " + k_expr + ", GemmEpi::" + epi + ">";
-    // GemmEpi::two_regions: the epilogues without a staged elementwise pass between regions
-    const bool two_regions = epi == "kBias" || epi == "kPlain" || epi == "kBiasDropoutResidual";
+    // GemmEpi::regions: three for the backward's GELU′ epilogues (h's two halves and the products),
+    // the plan's choice for the forward's GELU ones, two for the others
+    const int regions = epi == "kDGelu" || epi == "kDGeluStoreGelu"        ? 3
+                        : epi == "kBiasGelu" || epi == "kBiasGeluNoPre" ? plan.gemm_gelu_regions
+                                                                          : 2;
     KernelInfo k{name, "gemm_sm90", "GemmSm90Params", inst, fuses, "GemmSm90Tile::kThreads", pass,
                  GridKind::Persistent, kGemmSm90Threads, cols, 8, 1};
     k.rows_per_block = kGemmSm90BlockM;
     k.rows_check = "GemmSm90Tile::kBlockM";
     k.tile_cols = kGemmSm90BlockN;
     k.min_blocks = "1";
-    k.dynamic_smem = gemm_sm90_smem_bytes(two_regions);
+    k.dynamic_smem = gemm_sm90_smem_bytes(regions);
     k.smem_check = "GemmSm90Tile::smem_bytes(GemmEpi::" + epi + ")";
     k.grid_constant = true;
     plan.kernels.push_back(k);
@@ -458,6 +467,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.ffn_gemm_sm90 = ffn_src != FfnGemm::Cublas && epi && ffn_gemm_sm90_supported(c, opt.arch);
   plan.ffn_gemm_sm90_bwd = plan.ffn_gemm_sm90 && ffn_src == FfnGemm::Sm90 && train;
   if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
+  plan.gemm_gelu_regions = opt.gemm_gelu_regions == 0 ? gemm_gelu_regions_from_env() : opt.gemm_gelu_regions;
+  DSKC_ASSERT(plan.gemm_gelu_regions == 2 || plan.gemm_gelu_regions == 3, "PlanOptions::gemm_gelu_regions is 0, 2 or 3");
   const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
   const LinearGemm linear_src = opt.linear_gemm == LinearGemm::FromEnvironment ? linear_gemm_from_env() : opt.linear_gemm;
   plan.linear_gemm_sm90 = linear_src == LinearGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);

@@ -153,6 +153,9 @@ struct LayerPlan {
   // of 98, 3 resident blocks per SM instead of 4; kernel −1%, layer +1.1% / +2.0% at (64,128) /
   // (16,512)).
   int attn_fwd_stages = 1;
+  // Epilogue regions per math warpgroup of the forward's GELU gemm_sm90 (gemm_inter_fwd; kGemmGeluRegions):
+  // 2 or 3, which leaves room for 5 or 4 pipeline stages (DSKC_GEMM_GELU_REGIONS; bench/NOTES.md v42).
+  int gemm_gelu_regions = 2;
   // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
   // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
   // attn_flash_bwd_dkdvdq computes dK, dV per key tile and adds the tile's dQ share with atomics
@@ -336,6 +339,8 @@ struct PlanOptions {
   // Most K/V buffers attn_flash_fwd may use (1 or 2; 0: DSKC_ATTN_FWD_STAGES, default 1). The plan
   // uses 2 only where they fit (LayerPlan::attn_fwd_stages).
   int attn_fwd_stages = 0;
+  // LayerPlan::gemm_gelu_regions (2 or 3; 0: DSKC_GEMM_GELU_REGIONS, default 2).
+  int gemm_gelu_regions = 0;
   LnBwd ln_bwd = LnBwd::FromEnvironment;
   FfnGemm ffn_gemm = FfnGemm::FromEnvironment;
   LinearGemm linear_gemm = LinearGemm::FromEnvironment;
@@ -393,6 +398,8 @@ int flash_wg_fwd_smem_bytes(int stages, int max_seq);
 // Reads DSKC_ATTN_FWD_STAGES (unset, "", "1" -> 1; "2" -> 2); any other value is an Error(Config)
 // naming the variable.
 int attn_fwd_stages_from_env();
+// Reads DSKC_GEMM_GELU_REGIONS (unset, "" -> 2; "2", "3"); any other value is an Error(Config).
+int gemm_gelu_regions_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
 // other value is an Error(Config) naming the variable.
 BiasGrad bias_grad_from_env();
@@ -440,18 +447,19 @@ inline int flash_bwd_warps(int head_dim) { return head_dim <= 64 ? 4 : 2; }
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags);
 // Mirrors templates/gemm_sm90.cuh (GemmSm90Tile) and templates/weight_transpose.cuh.
 constexpr int kGemmSm90BlockM = 128, kGemmSm90BlockN = 128, kGemmSm90BlockK = 64, kGemmSm90Threads = 384;
-// Dynamic shared memory of a gemm_sm90 kernel (GemmSm90Tile::smem_bytes): its pipeline stages (4 with
-// a GELU epilogue, 5 with a plain or bias-dropout-residual one), the two math warpgroups' epilogue
-// buffers (three 64-row regions each with a GELU epilogue, two otherwise; a region is two TMA boxes of 64 columns x
-// kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for the
+// Dynamic shared memory of a gemm_sm90 kernel (GemmSm90Tile::smem_bytes): its pipeline stages
+// (7 − regions: 4 or 5), the two math warpgroups' epilogue buffers (`regions` 64-row regions
+// each: three for the backward's GELU′ epilogues, two for the plain and bias-dropout-residual ones,
+// LayerPlan::gemm_gelu_regions for the forward's GELU ones; a region is two TMA boxes of 64 columns
+// x kGemmSm90EpiBoxRows rows), the mbarriers, and 1024 bytes to align the dynamic base for the
 // 128-byte swizzle.
 constexpr int kGemmSm90EpiBoxRows = 64;
-constexpr int gemm_sm90_stages(bool two_regions) { return two_regions ? 5 : 4; }
-constexpr int gemm_sm90_smem_bytes(bool two_regions) {
-  return 1024 + gemm_sm90_stages(two_regions) * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
-         2 * (two_regions ? 2 : 3) * 2 * kGemmSm90EpiBoxRows * 128 + 8 * (2 * gemm_sm90_stages(two_regions) + 2);
+constexpr int gemm_sm90_stages(int regions) { return 7 - regions; }
+constexpr int gemm_sm90_smem_bytes(int regions) {
+  return 1024 + gemm_sm90_stages(regions) * (kGemmSm90BlockM + kGemmSm90BlockN) * kGemmSm90BlockK * 2 +
+         2 * regions * 2 * kGemmSm90EpiBoxRows * 128 + 8 * (2 * gemm_sm90_stages(regions) + 2);
 }
-static_assert(gemm_sm90_smem_bytes(false) == 230480 && gemm_sm90_smem_bytes(true) == 230496);
+static_assert(gemm_sm90_smem_bytes(3) == 230480 && gemm_sm90_smem_bytes(2) == 230496);
 constexpr int kWeightTransposeTile = 64, kWeightTransposeThreads = 256;
 // Mirrors templates/attn_dropout_bits.cuh (AttnDropoutBitsTile): threads and query rows per block.
 constexpr int kAttnDropoutBitsThreads = 256;

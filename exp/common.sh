@@ -100,3 +100,14 @@ v39_ncu_ab() {
     done
   done | tee "$OUT/ncu_ab.txt"
 }
+# Session 44's A/B base: f82940e's generated module sources (before v42), rebuilt from this tree's
+# build-gpu/dskc output and exp/s44/main_N.diff, into build-gpu/s44/main_N.cu (N = 128 / 512).
+s44_main_sources() {
+  mkdir -p build-gpu/s44
+  local n L
+  for n in 128 512; do
+    L=$L128; [ $n = 512 ] && L=$L512
+    build-gpu/dskc compile $L --arch sm_90 --emit cuda -o build-gpu/s44/main_$n.cu --manifest none > /dev/null || exit 1
+    patch -s build-gpu/s44/main_$n.cu < exp/s44/main_$n.diff || exit 1
+  done
+}

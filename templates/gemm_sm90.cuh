@@ -29,11 +29,14 @@
 //     2 x 64 fp32 accumulators per thread, one commit group in flight while the next is issued. Their
 //     mainloops take turns (named barriers 3, 4), so one warpgroup's mainloop runs while the other
 //     does its epilogue ("ping-pong"): per 64-row half, the rounded products (+ bias) go by stmatrix
-//     into one of its three 16 KB shared-memory regions in the TMA boxes' swizzled layout, a rolled
-//     pass over each warp's own rows applies GELU / GELU' with 16-byte shared loads and stores, and
-//     one thread stores the regions by TMA (64 x 64 boxes; rows past m are not written). The
-//     backward's h tile arrives by TMA into two of the regions while the tile's mainloop runs; dh
-//     overwrites it in place.
+//     into one of its 16 KB shared-memory regions (GemmEpi::regions: two or three) in the TMA boxes'
+//     swizzled layout, a rolled pass over each warp's own rows applies GELU / GELU' with 16-byte
+//     shared loads and stores, and one thread stores the regions by TMA (64 x 64 boxes; rows past m
+//     are not written). The backward's h tile arrives by TMA into two of the regions while the tile's
+//     mainloop runs; dh overwrites it in place. The forward's GELU epilogue reuses its two regions
+//     once the TMA has read them, which leaves room for a fifth stage (bench/NOTES.md v42: measured
+//     per tile, the mainloop takes ~19k cycles with four, five or six stages, so the ring's depth is
+//     not what holds it back).
 // Registers: __launch_bounds__(384, 1) gives every thread 168, enough for the 128 accumulators.
 // Measured (bench/NOTES.md v17, v18): the mainloop alone runs at ~775 TFLOP/s on the FFN shapes
 // (cuBLASLt: ~650), with the stores ~625, but the GELU / GELU' arithmetic of every element, though
@@ -56,11 +59,14 @@ struct GemmEpi {
   static constexpr int kBias = 4;
   static constexpr int kPlain = 5;
   static constexpr int kBiasDropoutResidual = 6;
-  // The epilogues without an elementwise pass (kBias, kPlain) need two shared-memory regions per math
-  // warpgroup instead of three, which leaves room for a fifth pipeline stage.
   static constexpr bool plain(int epi) { return epi == kBias || epi == kPlain; }
-  // ... and kBiasDropoutResidual, whose pass works in registers on the staged residual.
-  static constexpr bool two_regions(int epi) { return plain(epi) || epi == kBiasDropoutResidual; }
+  // 64-row shared-memory regions per math warpgroup: three for the backward's GELU′ epilogues (h's
+  // two halves and the products), kGemmGeluRegions (2 or 3; the plan's choice) for the forward's
+  // GELU ones, two for the others (kBiasDropoutResidual works in registers on the staged residual).
+  // Every region fewer leaves room for one more pipeline stage (7 − regions).
+  static constexpr int regions(int epi) {
+    return epi == kDGelu || epi == kDGeluStoreGelu ? 3 : epi == kBiasGelu || epi == kBiasGeluNoPre ? kGemmGeluRegions : 2;
+  }
 };
 
 // Shapes; compiler/plan.cpp mirrors kBlockM, kBlockN, kThreads and smem_bytes (static_asserts in
@@ -71,11 +77,10 @@ struct GemmSm90Tile {
   static constexpr int kABytes = kBlockM * kBlockK * 2;  // one stage of A (128 rows x 128 bytes)
   static constexpr int kBBytes = kBlockN * kBlockK * 2;
   // Epilogue TMA boxes: 64 columns (128 bytes, swizzled) x 64 rows; a 64-row half of a tile of one
-  // tensor ("region") is two boxes; each math warpgroup has three regions with a GELU epilogue (the
-  // backward: the h tile's two halves and the products), two with a plain one (the tile's halves).
+  // tensor ("region") is two boxes; each math warpgroup has GemmEpi::regions(epi) of them.
   static constexpr int kBoxRows = 64, kBoxBytes = kBoxRows * 128, kHalfBytes = 2 * kBoxBytes;
-  static constexpr int stages(int epi) { return GemmEpi::two_regions(epi) ? 5 : 4; }
-  static constexpr int epi_bytes(int epi) { return (GemmEpi::two_regions(epi) ? 2 : 3) * kHalfBytes; }
+  static constexpr int stages(int epi) { return 7 - GemmEpi::regions(epi); }
+  static constexpr int epi_bytes(int epi) { return GemmEpi::regions(epi) * kHalfBytes; }
   static constexpr int barriers(int epi) { return 2 * stages(epi) + 2; }
   // + 1024: the stages and boxes need 1024-byte alignment (128B swizzle) and the dynamic base has less.
   static constexpr int smem_bytes(int epi) {
@@ -83,8 +88,10 @@ struct GemmSm90Tile {
   }
 };
 static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) <= 227 * 1024 &&
+                  GemmSm90Tile::smem_bytes(GemmEpi::kDGelu) <= 227 * 1024 &&
                   GemmSm90Tile::smem_bytes(GemmEpi::kPlain) <= 227 * 1024,
               "gemm_sm90 needs more shared memory than an SM has");
+static_assert(kGemmGeluRegions == 2 || kGemmGeluRegions == 3, "gemm_sm90: 2 or 3 GELU epilogue regions");
 
 struct GemmSm90Params {
   sm90::TmaDescriptor a;     // A [m, kK], box kBlockK x kBlockM
@@ -311,7 +318,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         store_half(&p.out, region(0), n0, m0);
         store_half(&p.out, region(1), n0, m0 + 64);
       }
-    } else if constexpr (kEpi == GemmEpi::kBiasGelu) {
+    } else if constexpr (kEpi == GemmEpi::kBiasGelu && kGemmGeluRegions == 3) {
       // h0 -> region 0, GELU(h0) -> 1; h1 -> 2, GELU(h1) -> 0 once h0's stores have read it.
       regions_free();
       stage_half(acc0, region(0));
@@ -329,6 +336,27 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       if (t == 0) {
         store_half(&p.out, region(2), n0, m0 + 64);
         store_half(&p.gelu, region(0), n0, m0 + 64);
+      }
+    } else if constexpr (kEpi == GemmEpi::kBiasGelu) {
+      // h0 -> region 0, GELU(h0) -> 1; h1 -> 0 once h0's stores have read it, GELU(h1) -> 1 once
+      // GELU(h0)'s have (the TMA reads a region long before the next half is staged).
+      regions_free();
+      stage_half(acc0, region(0));
+      gelu_pass(region(0), region(1));
+      publish();
+      if (t == 0) {
+        store_half(&p.out, region(0), n0, m0);
+        store_half(&p.gelu, region(1), n0, m0);
+        sm90::tma_store_wait_read<1>();
+      }
+      sm90::warpgroup_sync(c);
+      stage_half(acc1, region(0));
+      regions_free();
+      gelu_pass(region(0), region(1));
+      publish();
+      if (t == 0) {
+        store_half(&p.out, region(0), n0, m0 + 64);
+        store_half(&p.gelu, region(1), n0, m0 + 64);
       }
     } else if constexpr (kEpi == GemmEpi::kBiasGeluNoPre) {
       regions_free();

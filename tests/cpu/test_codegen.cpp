@@ -1297,9 +1297,9 @@ TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the
     const KernelInfo* g = f.find_kernel("gemm_output_fwd");
     REQUIRE(g);
     CHECK(g->instantiation == "gemm_sm90_impl<kHidden, kInter, GemmEpi::kBiasDropoutResidual>");
-    // two regions and five stages, as the plain epilogue (the GELU one has three and four)
+    // two regions and five stages, as the plain epilogue
     CHECK(g->dynamic_smem == s.find_kernel("gemm_output_fwd")->dynamic_smem);
-    CHECK(g->dynamic_smem != f.find_kernel("gemm_inter_fwd")->dynamic_smem);
+    CHECK(g->dynamic_smem == gemm_sm90_smem_bytes(2));
     CHECK_FALSE(has_kernel(f, "bias_dropout_residual_fwd_ffn"));
     CHECK(has_kernel(s, "bias_dropout_residual_fwd_ffn"));
     CHECK(kernel_names(f).size() + 1 == kernel_names(s).size());
@@ -1556,7 +1556,11 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(f.rows_per_block == 128);
     CHECK(f.tile_cols == 128);
     CHECK(f.cols == c.intermediate_size);
-    CHECK(f.dynamic_smem == gemm_sm90_smem_bytes(false));
+    // The GELU epilogue's regions: DSKC_GEMM_GELU_REGIONS, default 2 (five stages); the backward's
+    // GELU′ epilogue keeps three (h's halves and the products), four stages.
+    CHECK(g.gemm_gelu_regions == 2);
+    CHECK(f.dynamic_smem == gemm_sm90_smem_bytes(2));
+    CHECK(g.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(3));
     CHECK(f.dynamic_smem <= 227 * 1024);
     CHECK(f.grid_constant);
     CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
@@ -1573,8 +1577,26 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(src.find("void __launch_bounds__(384, 1) gemm_inter_fwd(const __grid_constant__ GemmSm90Params p)") !=
           std::string::npos);
     CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) == " +
-                   std::to_string(gemm_sm90_smem_bytes(false))) !=
+                   std::to_string(gemm_sm90_smem_bytes(2))) !=
           std::string::npos);
+    CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kDGelu) == " +
+                   std::to_string(gemm_sm90_smem_bytes(3))) !=
+          std::string::npos);
+    CHECK(emit_config_header(g).find("constexpr int kGemmGeluRegions = 2;") != std::string::npos);
+    for (int regions : {2, 3}) {
+      CAPTURE(regions);
+      const dskc_test::ScopedEnv env("DSKC_GEMM_GELU_REGIONS", std::to_string(regions).c_str());
+      const LayerPlan r = sm90_plan(c);
+      CHECK(r.gemm_gelu_regions == regions);
+      CHECK(r.find_kernel("gemm_inter_fwd")->dynamic_smem == gemm_sm90_smem_bytes(regions));
+      CHECK(r.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(3));
+      CHECK(emit_config_header(r).find("constexpr int kGemmGeluRegions = " + std::to_string(regions) + ";") !=
+            std::string::npos);
+      CHECK(emit(r).source.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) == " +
+                                std::to_string(gemm_sm90_smem_bytes(regions))) != std::string::npos);
+    }
+    for (const char* bad : {"1", "4", "two"})
+      check_env_error("DSKC_GEMM_GELU_REGIONS", bad, "2", "3", [] { gemm_gelu_regions_from_env(); });
     CHECK(emit_config_header(g).find("constexpr bool kFfnGemmSm90 = true;") != std::string::npos);
     CHECK(emit_config_header(cu).find("constexpr bool kFfnGemmSm90 = false;") != std::string::npos);
   }
@@ -1715,12 +1737,12 @@ TEST_CASE("DSKC_LINEAR_GEMM=sm90: the forward's QKV, attention-output and output
           CHECK(k.grid == GridKind::Persistent);
           CHECK(k.tile_cols == 128);
           CHECK(k.grid_constant);
-          // Two regions per warpgroup, five stages: 16 bytes more than the GELU epilogues' four stages
+          // Two regions per warpgroup, five stages: 16 bytes more than the GELU′ epilogues' four stages
           // and three regions, within the 227 KB an SM gives one block.
-          CHECK(k.dynamic_smem == gemm_sm90_smem_bytes(true));
+          CHECK(k.dynamic_smem == gemm_sm90_smem_bytes(2));
           CHECK(k.smem_check == std::string("GemmSm90Tile::smem_bytes(GemmEpi::") + w.epi + ")");
         }
-        CHECK(gemm_sm90_smem_bytes(true) == gemm_sm90_smem_bytes(false) + 16);
+        CHECK(gemm_sm90_smem_bytes(2) == gemm_sm90_smem_bytes(3) + 16);
         const std::string src = emit(l).source;
         CHECK(src.find("void __launch_bounds__(384, 1) gemm_output_fwd(const __grid_constant__ GemmSm90Params p)") !=
               std::string::npos);

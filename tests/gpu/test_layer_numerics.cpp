@@ -583,7 +583,8 @@ bool gemm_sm90_gpu() {
 // functions of the same rounded values). Row counts that are not multiples of the 128-row tile,
 // fewer rows than one tile, BERT-Large and BERT-Base widths, both GELU forms, gelu_checkpoint,
 // Post-LN, inference; one tile per block (fewer tiles than SMs) and 15-16 per block (ping-pong of the
-// two math warpgroups over an odd or even count).
+// two math warpgroups over an odd or even count); the forward's GELU epilogue in two regions per
+// warpgroup (the default) and, for three of the cases, in three (DSKC_GEMM_GELU_REGIONS=3).
 TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuBLASLt path (h, GELU(h), dh, outputs, "
           "gradients)") {
   dskc_test::require_gpu();
@@ -592,34 +593,39 @@ TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuB
     const char* name;
     int H, heads, I, B, S;
     DType t;
-    bool pre, tanh, gelu_ckpt, training;
+    bool pre, tanh, gelu_ckpt, training, three_regions;
   };
   const Case cases[] = {
-      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, false, false, true},
-      {"fp16 BERT-Large Pre-LN, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, false, false, true},
-      {"bf16 BERT-Base Post-LN tanh, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, false, true, false, true},
-      {"fp16 BERT-Large gelu_checkpoint, 1 x 7 rows", 1024, 16, 4096, 1, 7, DType::F16, true, false, true, true},
-      {"bf16 hidden 256 Pre-LN gelu_checkpoint, 2 x 128 rows", 256, 4, 1024, 2, 128, DType::BF16, true, false, true, true},
-      {"fp16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::F16, true, false, false, false},
+      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, false, false, true, false},
+      {"fp16 BERT-Large Pre-LN, 64 x 128 rows", 1024, 16, 4096, 64, 128, DType::F16, true, false, false, true, true},
+      {"bf16 BERT-Base Post-LN tanh, 2 x 200 rows", 768, 12, 3072, 2, 200, DType::BF16, false, true, false, true, false},
+      {"fp16 BERT-Large gelu_checkpoint, 1 x 7 rows", 1024, 16, 4096, 1, 7, DType::F16, true, false, true, true, false},
+      {"bf16 hidden 256 Pre-LN gelu_checkpoint, 2 x 128 rows", 256, 4, 1024, 2, 128, DType::BF16, true, false, true, true,
+       true},
+      {"fp16 BERT-Large inference, 5 x 33 rows", 1024, 16, 4096, 5, 33, DType::F16, true, false, false, false, true},
   };
-  for (const Case& k : cases) {
-    INFO(k.name);
-    std::printf("case %s\n", k.name);
-    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
-    c.gelu_approximation = k.tanh ? GeluForm::Tanh : GeluForm::Erf;
-    c.gelu_checkpoint = k.gelu_ckpt;
-    c.training = k.training;
-    // Inference keeps only GELU(h), in the workspace.
-    const std::vector<std::string> read =
-        k.training ? kFfnTensors : std::vector<std::string>{"ffn_gelu_out"};
-    compare_env_paths(
-        c, k.B, k.S, 41, 4, "DSKC_FFN_GEMM", "cublas", {"sm90", "sm90_fwd"}, read,
-        [&](const LayerPlan& plan, const std::string& mode) {
-          REQUIRE(plan.ffn_gemm_sm90);
-          REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && mode == "sm90"));
-        },
-        [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, k.training); });
-  }
+  for (const Case& k : cases)
+    for (int regions : {2, 3}) {
+      if (regions == 3 && !k.three_regions) continue;
+      INFO(k.name << ", " << regions << " GELU epilogue region(s)");
+      std::printf("case %s, %d region(s)\n", k.name, regions);
+      const dskc_test::ScopedEnv env("DSKC_GEMM_GELU_REGIONS", std::to_string(regions).c_str());
+      LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
+      c.gelu_approximation = k.tanh ? GeluForm::Tanh : GeluForm::Erf;
+      c.gelu_checkpoint = k.gelu_ckpt;
+      c.training = k.training;
+      // Inference keeps only GELU(h), in the workspace.
+      const std::vector<std::string> read =
+          k.training ? kFfnTensors : std::vector<std::string>{"ffn_gelu_out"};
+      compare_env_paths(
+          c, k.B, k.S, 41, 4, "DSKC_FFN_GEMM", "cublas", {"sm90", "sm90_fwd"}, read,
+          [&](const LayerPlan& plan, const std::string& mode) {
+            REQUIRE(plan.ffn_gemm_sm90);
+            REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && mode == "sm90"));
+            REQUIRE(plan.gemm_gelu_regions == regions);
+          },
+          [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, k.training); });
+    }
 }
 
 // gemm_sm90's plain epilogues (DSKC_LINEAR_GEMM=sm90: the forward's QKV + bias, attention-output and
