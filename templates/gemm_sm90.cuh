@@ -318,28 +318,12 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         store_half(&p.out, region(0), n0, m0);
         store_half(&p.out, region(1), n0, m0 + 64);
       }
-    } else if constexpr (kEpi == GemmEpi::kBiasGelu && kGemmGeluRegions == 3) {
-      // h0 -> region 0, GELU(h0) -> 1; h1 -> 2, GELU(h1) -> 0 once h0's stores have read it.
-      regions_free();
-      stage_half(acc0, region(0));
-      gelu_pass(region(0), region(1));
-      publish();
-      if (t == 0) {
-        store_half(&p.out, region(0), n0, m0);
-        store_half(&p.gelu, region(1), n0, m0);
-      }
-      stage_half(acc1, region(2));
-      if (t == 0) sm90::tma_store_wait_read<1>();
-      sm90::warpgroup_sync(c);
-      gelu_pass(region(2), region(0));
-      publish();
-      if (t == 0) {
-        store_half(&p.out, region(2), n0, m0 + 64);
-        store_half(&p.gelu, region(0), n0, m0 + 64);
-      }
     } else if constexpr (kEpi == GemmEpi::kBiasGelu) {
-      // h0 -> region 0, GELU(h0) -> 1; h1 -> 0 once h0's stores have read it, GELU(h1) -> 1 once
-      // GELU(h0)'s have (the TMA reads a region long before the next half is staged).
+      // h0 -> region 0, GELU(h0) -> 1. Three regions: h1 -> 2, GELU(h1) -> 0 once h0's stores have
+      // read it. Two: h1 -> 0 once h0's stores have read it, GELU(h1) -> 1 once GELU(h0)'s have (the
+      // TMA reads a region long before the next half is staged).
+      constexpr bool k3 = kGemmGeluRegions == 3;
+      const uint32_t rh1 = region(k3 ? 2 : 0), rg1 = region(k3 ? 0 : 1);
       regions_free();
       stage_half(acc0, region(0));
       gelu_pass(region(0), region(1));
@@ -347,16 +331,17 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       if (t == 0) {
         store_half(&p.out, region(0), n0, m0);
         store_half(&p.gelu, region(1), n0, m0);
-        sm90::tma_store_wait_read<1>();
+        if (!k3) sm90::tma_store_wait_read<1>();
       }
+      if (!k3) sm90::warpgroup_sync(c);
+      stage_half(acc1, rh1);
+      if (t == 0) k3 ? sm90::tma_store_wait_read<1>() : sm90::tma_store_wait_read<0>();
       sm90::warpgroup_sync(c);
-      stage_half(acc1, region(0));
-      regions_free();
-      gelu_pass(region(0), region(1));
+      gelu_pass(rh1, rg1);
       publish();
       if (t == 0) {
-        store_half(&p.out, region(0), n0, m0 + 64);
-        store_half(&p.gelu, region(1), n0, m0 + 64);
+        store_half(&p.out, rh1, n0, m0 + 64);
+        store_half(&p.gelu, rg1, n0, m0 + 64);
       }
     } else if constexpr (kEpi == GemmEpi::kBiasGeluNoPre) {
       regions_free();

@@ -25,32 +25,20 @@
 namespace dskc {
 
 // Φ(−|x|) = erfc(|x|/√2)/2, given x2 = x·x: t·2^(P₂(t) − x²·log2(e)/2), P₂ of degree kDeg (9 or 7).
+// P₂ = P·log2(e) with the constant term − 1, highest degree first: Numerical Recipes' erfcc (degree
+// 9) or the minimax fit over t ≥ 0.175, x ≥ −13.3 (degree 7, fractional error of erfc 6.3e-7).
 template <int kDeg>
 __device__ __forceinline__ float normal_tail(float x, float x2) {
+  static_assert(kDeg == 9 || kDeg == 7, "normal_tail: degree 9 or 7");
+  constexpr float p9[10] = {0.246517301f,  -1.18611491f, 2.14747453f, -1.63775313f, 0.402321577f,
+                            -0.268756866f, 0.139630049f, 0.539700627f, 1.44272923f,  -2.82574821f};
+  constexpr float p7[8] = {-0.262958133f, 1.05008805f, -1.38346294f, 0.447220096f,
+                           -0.026025882f, 0.558726349f, 1.4422092f,  -2.82579764f};
+  const float* const c = kDeg == 9 ? p9 : p7;
   const float t = rcp_approx(fmaf(fabsf(x), 0.353553385f, 1.f));  // 1/(1 + z/2)
-  float q;  // P·log2(e), constant term − 1
-  if constexpr (kDeg == 9) {  // Numerical Recipes' erfcc
-    q = 0.246517301f;
-    q = fmaf(q, t, -1.18611491f);
-    q = fmaf(q, t, 2.14747453f);
-    q = fmaf(q, t, -1.63775313f);
-    q = fmaf(q, t, 0.402321577f);
-    q = fmaf(q, t, -0.268756866f);
-    q = fmaf(q, t, 0.139630049f);
-    q = fmaf(q, t, 0.539700627f);
-    q = fmaf(q, t, 1.44272923f);
-    q = fmaf(q, t, -2.82574821f);
-  } else {  // minimax over t >= 0.175 (x >= -13.3), fractional error of erfc 6.3e-7
-    static_assert(kDeg == 7, "normal_tail: degree 9 or 7");
-    q = -0.262958133f;
-    q = fmaf(q, t, 1.05008805f);
-    q = fmaf(q, t, -1.38346294f);
-    q = fmaf(q, t, 0.447220096f);
-    q = fmaf(q, t, -0.026025882f);
-    q = fmaf(q, t, 0.558726349f);
-    q = fmaf(q, t, 1.4422092f);
-    q = fmaf(q, t, -2.82579764f);
-  }
+  float q = c[0];
+#pragma unroll
+  for (int i = 1; i <= kDeg; ++i) q = fmaf(q, t, c[i]);
   return t * exp2_approx(fmaf(x2, -0.721347511f, q));  // −z²·log2(e) = −x²·log2(e)/2
 }
 
