@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs one session script with $OUT pointed at a work folder and packs that folder into $OUT/logs.tgz
+# (the device tool brings back at most 8 files): bash exp/pack.sh LIMIT exp/sNN.sh
+REAL=$OUT; export OUT=/tmp/dskc_out; mkdir -p $OUT
+timeout "$1" bash "$2"; echo "script rc=$?"
+tar czf "$REAL/logs.tgz" -C /tmp dskc_out
