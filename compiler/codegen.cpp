@@ -142,7 +142,7 @@ static int params_bytes(const std::string& type) {
       {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},
-      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40}, {"BiasGeluBwdBitsParams", 72},
+      {"DropoutBiasGradParams", 48}, {"BiasGeluBwdParams", 40},
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashDotBitsParams", 80},
       {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 768}, {"WeightTransposeParams", 16},

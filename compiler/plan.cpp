@@ -126,15 +126,11 @@ LnBwd ln_bwd_from_env() {
 
 AttnBitsBwd attn_bits_bwd_from_env() {
   return env_choice("DSKC_ATTN_BITS_BWD", AttnBitsBwd::Auto,
-                    {{"auto", AttnBitsBwd::Auto},
-                     {"dot", AttnBitsBwd::Dot},
-                     {"kernel", AttnBitsBwd::Kernel},
-                     {"gelu", AttnBitsBwd::Gelu}},
+                    {{"auto", AttnBitsBwd::Auto}, {"dot", AttnBitsBwd::Dot}, {"kernel", AttnBitsBwd::Kernel}},
                     "\"auto\" (the default: under attn_dropout_checkpoint the backward rewrites the keep bits in "
                     "the LayerNorm re-run of Pre-LN + normalize_invertible, else with the standalone "
-                    "attn_dropout_bits_bwd), \"dot\" (in attn_flash_bwd_dot's launch), \"kernel\" (always "
-                    "attn_dropout_bits_bwd) or \"gelu\" (in bias_gelu_bwd's launch where that pass runs, else as "
-                    "auto)");
+                    "attn_dropout_bits_bwd), \"dot\" (in attn_flash_bwd_dot's launch) or \"kernel\" (always "
+                    "attn_dropout_bits_bwd)");
 }
 
 OutputGemm output_gemm_from_env() {
@@ -474,12 +470,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.gemm_gelu_regions = opt.gemm_gelu_regions == 0 ? gemm_gelu_regions_from_env() : opt.gemm_gelu_regions;
   DSKC_ASSERT(plan.gemm_gelu_regions == 2 || plan.gemm_gelu_regions == 3, "PlanOptions::gemm_gelu_regions is 0, 2 or 3");
   const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
-  // DSKC_ATTN_BITS_BWD=gelu: the bits in the bias_gelu_bwd pass, which the FFN backward has unless its
-  // GELU′ runs in a GEMM epilogue (cuBLASLt's DGELU or gemm_output_dgrad); there auto's place.
-  plan.attn_bits_bwd_in_gelu =
-      bits && !bits_saved && bits_bwd_src == AttnBitsBwd::Gelu && train && !plan.gelu_in_gemm && !sm90_bwd;
-  if (bits_bwd_src == AttnBitsBwd::Gelu && !plan.attn_bits_bwd_in_gelu)
-    plan.attn_bits_bwd_in_ln = plan.attn_bits_in_ln && !bits_saved && c.normalize_invertible;
   const LinearGemm linear_src = opt.linear_gemm == LinearGemm::FromEnvironment ? linear_gemm_from_env() : opt.linear_gemm;
   plan.linear_gemm_sm90 = linear_src == LinearGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
   const bool lin = plan.linear_gemm_sm90;
@@ -636,13 +626,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     // gelu_checkpoint: the same pass also rebuilds GELU(h) for the output_w gradient, which then
     // runs after it (runtime/transformer_layer.cpp).
     const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
-    // DSKC_ATTN_BITS_BWD=gelu: bias_gelu_bwd_bits, the same pass + the attention keep bits.
-    const bool gbits = plan.attn_bits_bwd_in_gelu;
-    const std::string gb = gbits ? "_bits" : "";
-    const std::string gbp = gbits ? "BiasGeluBwdBitsParams" : "BiasGeluBwdParams";
-    const std::string gbf =
-        gbits ? " + the attention dropout keep mask regenerated (Philox) as bits (attn_dropout_checkpoint: not kept)"
-              : "";
     if (sm90_bwd)
       b.gemm_sm90(Pass::Backward, "gemm_output_dgrad", "kInter", "kHidden",
                   c.gelu_checkpoint ? "kDGeluStoreGelu" : "kDGelu",
@@ -650,13 +633,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                   "output layer data gradient d_o·output_w (TMA + wgmma, output_wᵀ from output_w_t) ⊙ GELU'(h) (" +
                       gelu_form + ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
     else if (!plan.gelu_in_gemm && epi)
-      b.elementwise(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd" + gb, gbp,
-                    "bias_gelu_bwd_elem" + gb + "_impl<kInter" + (c.gelu_checkpoint ? ", true>" : ">"), I,
-                    "GELU backward (inter_b gradient by " + by + ")" + regelu + gbf);
+      b.elementwise(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
+                    std::string("bias_gelu_bwd_elem_impl<kInter") + (c.gelu_checkpoint ? ", true>" : ">"), I,
+                    "GELU backward (inter_b gradient by " + by + ")" + regelu);
     else if (!plan.gelu_in_gemm)
-      b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd" + gb, gbp,
-              "bias_gelu_bwd" + gb + "_impl<kInter, true" + std::string(c.gelu_checkpoint ? ", true>" : ">"), I,
-              "kInter", "GELU backward + inter_b bias-gradient partials" + regelu + gbf);
+      b.tiles(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
+              "bias_gelu_bwd_impl<kInter, true" + std::string(c.gelu_checkpoint ? ", true>" : ">"), I, "kInter",
+              "GELU backward + inter_b bias-gradient partials" + regelu);
     if (dgrad)
       b.gemm_sm90(Pass::Backward, "gemm_inter_dgrad", "kHidden", "kInter", "kPlain", H,
                   "intermediate data gradient grad_inter·inter_w (TMA + wgmma, inter_wᵀ from inter_w_t)");
@@ -706,7 +689,6 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                              (bits_saved                 ? ", dropout mask from the saved bits"
                               : plan.attn_bits_bwd_in_ln  ? ", dropout mask from the bits layernorm_fwd_norm rewrote"
                               : plan.attn_bits_bwd_in_dot ? ", dropout mask from the bits attn_flash_bwd_dot rewrote"
-                              : plan.attn_bits_bwd_in_gelu ? ", dropout mask from the bits bias_gelu_bwd rewrote"
                               : bits                     ? ", dropout mask from the bits attn_dropout_bits_bwd rewrote"
                                                          : "") +
                              (dq_atomic ? "" : dq_reduce ? "; dQ additions in no fixed order" : "; no atomics");
@@ -727,7 +709,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                               : ""));
         if (dot_bits) plan.kernels.back().op = "attn_flash_bwd_dot_bits";
       }
-      if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln && !dot_bits && !plan.attn_bits_bwd_in_gelu)
+      if (bits && !bits_saved && !plan.attn_bits_bwd_in_ln && !dot_bits)
         b.dropout_bits(Pass::Backward, "attn_dropout_bits_bwd",
                        std::string("attention dropout keep mask regenerated (Philox) as bits for ") +
                            (dq_atomic                ? "attn_flash_bwd_dkdvdq"
@@ -876,9 +858,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.head_row_words(w, "attn_dropout_bits",
                        std::string("attention dropout keep mask (attn_dropout_checkpoint: not kept; rewritten by ") +
                            (plan.attn_bits_bwd_in_ln    ? "layernorm_fwd_norm's re-run"
-                            : plan.attn_bits_bwd_in_dot  ? "attn_flash_bwd_dot"
-                            : plan.attn_bits_bwd_in_gelu ? "bias_gelu_bwd"
-                                                         : "attn_dropout_bits_bwd") +
+                            : plan.attn_bits_bwd_in_dot ? "attn_flash_bwd_dot"
+                                                        : "attn_dropout_bits_bwd") +
                            " for the backward" +
                            (plan.attn_bits_in_ln    ? ", by layernorm_fwd_norm for attn_flash_fwd)"
                             : plan.attn_mask_kernel ? ", by attn_dropout_bits_fwd for attn_flash_fwd)"

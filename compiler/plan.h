@@ -141,10 +141,6 @@ struct LayerPlan {
   // memory-bound row sums and the Philox words overlap; no attn_dropout_bits_bwd). Not the default: on
   // the main stream it measured no faster than the bits kernel on the side stream (bench/NOTES.md v26).
   bool attn_bits_bwd_in_dot = false;
-  // With DSKC_ATTN_BITS_BWD=gelu under attn_dropout_checkpoint, where the FFN backward has its
-  // bias_gelu_bwd pass: that launch is bias_gelu_bwd_bits and writes the bits too (its memory-bound
-  // GELU′ pass and the Philox words overlap; no attn_dropout_bits_bwd, no bits in the LayerNorm re-run).
-  bool attn_bits_bwd_in_gelu = false;
   // layernorm_bwd kernels run a row per warp (kLnBwdWarps warps, two rows each, per block of
   // kGradRowsPerBlock rows) where a row is at most kWarpRowVecs vectors (kLnBwdWarpRows in the
   // config header; templates/layernorm_bwd.cuh LayerNormBwdShape); else a block per row.
@@ -251,12 +247,10 @@ enum class AttnMask {
 };
 // Where the backward rewrites the keep bits under attn_dropout_checkpoint (fused attention).
 enum class AttnBitsBwd {
-  FromEnvironment,  // DSKC_ATTN_BITS_BWD: unset, "" or "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel;
-                    // "gelu" -> Gelu
+  FromEnvironment,  // DSKC_ATTN_BITS_BWD: unset, "" or "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel
   Auto,             // the LayerNorm re-run where there is one (attn_bits_bwd_in_ln), else as Kernel
   Dot,              // attn_flash_bwd_dot's launch (attn_bits_bwd_in_dot)
   Kernel,           // the standalone attn_dropout_bits_bwd (first on the side stream)
-  Gelu,             // bias_gelu_bwd's launch where that pass runs (attn_bits_bwd_in_gelu), else as Auto
 };
 // How the fused attention backward produces dQ.
 enum class AttnDq {

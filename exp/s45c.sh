@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 45, call 2: DSKC_ATTN_BITS_BWD=gelu (attn_dropout_checkpoint's keep bits in the GELU
+# Session 45, call 2 (the code is on branch wip/bits-in-gelu, not on main): DSKC_ATTN_BITS_BWD=gelu (attn_dropout_checkpoint's keep bits in the GELU
 # backward's launch, bias_gelu_bwd_bits) against auto (the LayerNorm re-run with normalize_invertible,
 # else attn_dropout_bits_bwd on the side stream): the GPU test cases that cover it, the all-flags
 # timelines, Nsight Compute kernel durations, and a burst layer matrix A/B. Run under exp/pack.sh.

@@ -138,13 +138,7 @@ struct AttnFlashDotBits {
   AttnFlashDot dot;
   AttnDropoutBits bits;
 };
-// bias_gelu_bwd_bits (LayerPlan::attn_bits_bwd_in_gelu).
-struct BiasGeluBwdBits {
-  BiasGeluBwd gelu;
-  AttnDropoutBits bits;
-};
 // layernorm_fwd_bits (LayerPlan::attn_bits_in_ln): bits.bits == nullptr for the LayerNorm alone.
-
 struct LayerNormFwdBits {
   LayerNormFwd ln;
   AttnDropoutBits bits;
@@ -189,6 +183,5 @@ static_assert(sizeof(LayerNormBwd) == 104);
 static_assert(sizeof(ParamGradReduce) == 32);
 static_assert(sizeof(DropoutBiasGrad) == 48);
 static_assert(sizeof(BiasGeluBwd) == 40);
-static_assert(sizeof(BiasGeluBwdBits) == 72);
 
 }  // namespace dskc::kp

@@ -612,8 +612,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   auto regenerate_bits = [&](bool on_side) {
     if (!(plan_.fused_attention && plan_.attn_keep_bits && !plan_.attn_keep_bits_saved)) return;
     if (plan_.attn_bits_bwd_in_ln) return regenerate_ln(on_side);
-    if (plan_.attn_bits_bwd_in_dot) return;   // attn_flash_bwd_dot writes them (below)
-    if (plan_.attn_bits_bwd_in_gelu) return;  // bias_gelu_bwd writes them (below)
+    if (plan_.attn_bits_bwd_in_dot) return;  // attn_flash_bwd_dot writes them (below)
     kp::AttnDropoutBits pk{U32(t("attn_dropout_bits")), batch_, seq, rng};
     run_kernel("attn_dropout_bits_bwd", &pk, rows, on_side);
     if (on_side) side_done({t("attn_dropout_bits")});
@@ -713,12 +712,7 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
     if (!epi) main_waits_for(part);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
     kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(c.gelu_checkpoint ? t("ffn_gelu_out") : 0), F(part), rows};
-    if (plan_.attn_bits_bwd_in_gelu) {  // + the attention keep bits (attn_dropout_checkpoint)
-      kp::BiasGeluBwdBits pb{p, {U32(t("attn_dropout_bits")), batch_, seq, rng}};
-      run_kernel("bias_gelu_bwd", &pb, rows);
-    } else {
-      run_kernel("bias_gelu_bwd", &p, rows);
-    }
+    run_kernel("bias_gelu_bwd", &p, rows);
     if (!epi) reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
   }
   if (c.gelu_checkpoint) output_wgrad();

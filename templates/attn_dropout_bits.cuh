@@ -74,22 +74,4 @@ __device__ __forceinline__ void attn_dropout_bits_strided(const AttnDropoutBitsP
   attn_dropout_bits_words(p, 0, total, t, n);
 }
 
-// The same words spread over a grid with more threads than words in whole warps (the GELU backward's
-// launch under DSKC_ATTN_BITS_BWD=gelu):
-// with n threads and `need` warps' worth of words, every s-th warp (s = warps / need) draws one word
-// per lane, so the ALU work lands evenly over the launch's blocks and no warp is split between
-// threads that draw and threads that do not. Fewer threads than words: every thread strides as above.
-__device__ __forceinline__ void attn_dropout_bits_spread(const AttnDropoutBitsParams& p, int heads, unsigned t,
-                                                         unsigned n) {
-  const size_t total = static_cast<size_t>(p.batch) * heads * p.seq * flash::keep_words(p.seq);
-  const unsigned warps = n / 32;
-  const size_t need = (total + 31) / 32;
-  if (need == 0) return;
-  const unsigned s = need < warps ? static_cast<unsigned>(warps / need) : 1u;
-  const unsigned w = t / 32, used = warps / s;
-  if (s == 1 || n % 32) return attn_dropout_bits_words(p, 0, total, t, n);
-  if (w % s || w / s >= used) return;
-  attn_dropout_bits_words(p, 0, total, w / s * 32 + t % 32, used * 32);
-}
-
 }  // namespace dskc

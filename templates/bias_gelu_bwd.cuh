@@ -20,19 +20,12 @@ struct BiasGeluBwdParams {
 };
 
 // One vector of kV elements at element e: dh = dg · GELU'(h) over dg (returned in d, unrounded;
-// stored rounded) and with kStoreGelu g = GELU(h). `between` runs after the loads are issued, before
-// their values are used (bias_gelu_bwd_bits.cuh: ALU work while they are in flight).
-template <int kV, bool kStoreGelu, typename F>
-__device__ __forceinline__ void gelu_bwd_vec(const BiasGeluBwdParams& p, size_t e, float (&d)[kV], F&& between) {
+// stored rounded) and with kStoreGelu g = GELU(h).
+template <int kV, bool kStoreGelu>
+__device__ __forceinline__ void gelu_bwd_vec(const BiasGeluBwdParams& p, size_t e, float (&d)[kV]) {
   float h[kV];
-  const Vec<T, kV> dv = *reinterpret_cast<const Vec<T, kV>*>(p.dg + e);
-  const Vec<T, kV> hv = *reinterpret_cast<const Vec<T, kV>*>(p.h + e);
-  between();
-#pragma unroll
-  for (int i = 0; i < kV; ++i) {
-    d[i] = to_f(dv.v[i]);
-    h[i] = to_f(hv.v[i]);
-  }
+  load_f<T, kV>(p.dg + e, d);
+  load_f<T, kV>(p.h + e, h);
   if constexpr (kStoreGelu) {
     float g[kV];
 #pragma unroll
@@ -44,10 +37,8 @@ __device__ __forceinline__ void gelu_bwd_vec(const BiasGeluBwdParams& p, size_t 
   store_f<T, kV>(p.dg + e, d);
 }
 
-// `once` (bias_gelu_bwd_bits.cuh) runs once per thread, before its block's rows.
-template <int kCols, bool kPartials, bool kStoreGelu, typename F>
-__device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p, F&& once) {
-  once();
+template <int kCols, bool kPartials = true, bool kStoreGelu = false>
+__device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
   using R = RowTile<kCols>;
   constexpr int kV = R::kV, kPer = R::kPer;
   float acc[kPer][kV];
@@ -64,7 +55,7 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p, F
       const int c = R::col(k);
       if (c < kCols) {
         float d[kV];
-        gelu_bwd_vec<kV, kStoreGelu>(p, base + c, d, [] {});
+        gelu_bwd_vec<kV, kStoreGelu>(p, base + c, d);
 #pragma unroll
         for (int i = 0; i < kV; ++i) acc[k][i] += round_to<T>(d[i]);  // dh as stored
       }
@@ -87,29 +78,13 @@ __device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p, F
 // loop (one vector per thread at BERT-Large), like dropout_bwd_impl. The tiles above walk each
 // block's eight rows one after another (the loads of a row wait behind the previous row's GELU′
 // arithmetic and stores), which only the partial sums need.
-// `once` (bias_gelu_bwd_bits.cuh) runs once per thread, between its first vector's loads and math.
-template <int kCols, bool kStoreGelu, typename F>
-__device__ __forceinline__ void bias_gelu_bwd_elem_impl(const BiasGeluBwdParams& p, F&& once) {
-  constexpr int kV = VecWidth<T, kCols>::value;
-  bool done = false;
-  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
-    float d[kV];
-    gelu_bwd_vec<kV, kStoreGelu>(p, e, d, [&] {
-      if (!done) once();
-      done = true;
-    });
-  });
-  if (!done) once();  // a thread past the last vector
-}
-
-template <int kCols, bool kPartials = true, bool kStoreGelu = false>
-__device__ __forceinline__ void bias_gelu_bwd_impl(const BiasGeluBwdParams& p) {
-  bias_gelu_bwd_impl<kCols, kPartials, kStoreGelu>(p, [] {});
-}
-
 template <int kCols, bool kStoreGelu = false>
 __device__ __forceinline__ void bias_gelu_bwd_elem_impl(const BiasGeluBwdParams& p) {
-  bias_gelu_bwd_elem_impl<kCols, kStoreGelu>(p, [] {});
+  constexpr int kV = VecWidth<T, kCols>::value;
+  for_each_vec<T, kCols>(p.rows, [&](size_t e) {
+    float d[kV];
+    gelu_bwd_vec<kV, kStoreGelu>(p, e, d);
+  });
 }
 
 }  // namespace dskc

@@ -1226,17 +1226,8 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
       CHECK(dot->params_type == "AttnFlashDotBitsParams");
       CHECK(dot->instantiation == "attn_flash_bwd_dot_bits_impl<T>");
     }
-    const KernelInfo* gb = p.find_kernel("bias_gelu_bwd");
-    const bool g = gb && gb->op == "bias_gelu_bwd_bits";
-    CHECK(g == p.attn_bits_bwd_in_gelu);
-    if (g) {
-      CHECK(gb->params_type == "BiasGeluBwdBitsParams");
-      CHECK(gb->instantiation.rfind("bias_gelu_bwd_elem_bits_impl<kInter", 0) == 0);
-    } else if (gb) {
-      CHECK(gb->params_type == "BiasGeluBwdParams");
-    }
-    CHECK(int(k) + int(d) + int(g) + int(p.attn_bits_bwd_in_ln) <= 1);
-    return k ? "kernel" : d ? "dot" : g ? "gelu" : p.attn_bits_bwd_in_ln ? "ln" : "none";
+    CHECK(int(k) + int(d) + int(p.attn_bits_bwd_in_ln) <= 1);
+    return k ? "kernel" : d ? "dot" : p.attn_bits_bwd_in_ln ? "ln" : "none";
   };
   LayerConfig adc = with_flags(bert_large(), kAttnCkpt);
   LayerConfig all = with_flags(bert_large(), kAttnCkpt | kInvertible);
@@ -1246,53 +1237,6 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
   CHECK(std::string(where(plan(all, AttnBitsBwd::Auto))) == "ln");
   CHECK(std::string(where(plan(all, AttnBitsBwd::Dot))) == "dot");
   CHECK(std::string(where(plan(all, AttnBitsBwd::Kernel))) == "kernel");
-  CHECK(std::string(where(plan(adc, AttnBitsBwd::Gelu))) == "gelu");
-  CHECK(std::string(where(plan(all, AttnBitsBwd::Gelu))) == "gelu");
-  CHECK(std::string(where(plan(all, AttnBitsBwd::Gelu, AttnMask::Inline))) == "gelu");
-  CHECK(std::string(where(plan(with_flags(bert_large(), kAttnCkpt | kGeluCkpt), AttnBitsBwd::Gelu))) == "gelu");
-  {
-    // gelu_checkpoint's GELU(h) store stays in the same launch; the LayerNorm re-run writes no bits.
-    const LayerPlan g = plan(with_flags(bert_large(), kAllFlags), AttnBitsBwd::Gelu);
-    CHECK(g.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_elem_bits_impl<kInter, true>");
-    CHECK(g.find_kernel("layernorm_fwd_norm")->fuses.find("rewriting the keep bits") == std::string::npos);
-    CHECK(plan(with_flags(bert_large(), kAllFlags), AttnBitsBwd::Auto)
-              .find_kernel("layernorm_fwd_norm")
-              ->fuses.find("rewriting the keep bits") != std::string::npos);
-    // With the bias partials (DSKC_BIAS_GRAD=partials) the row-tile form.
-    PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm, AttnDq::Gemm};
-    o.attn_bits_bwd = AttnBitsBwd::Gelu;
-    o.bias_grad = BiasGrad::Partials;
-    const LayerPlan tiles = make_plan(adc, o);
-    CHECK(tiles.attn_bits_bwd_in_gelu);
-    CHECK(tiles.find_kernel("bias_gelu_bwd")->instantiation == "bias_gelu_bwd_bits_impl<kInter, true>");
-    CHECK(tiles.find_kernel("bias_gelu_bwd")->params_type == "BiasGeluBwdBitsParams");
-    const std::string src = emit(tiles).source;
-    CHECK(src.find("bias_gelu_bwd(const BiasGeluBwdBitsParams p)") != std::string::npos);
-    CHECK(src.find("static_assert(sizeof(BiasGeluBwdBitsParams) == 72") != std::string::npos);
-    // Both forms build (sm_90).
-    for (const LayerPlan* q : {&tiles, &g}) {
-      const CompiledModule m = nvrtc_compile(emit(*q).source, "gelu_bits", {"sm_90", EmitKind::Cubin, {}},
-                                             template_headers(*q));
-      CHECK(!m.image.empty());
-    }
-  }
-  // Where the FFN backward has no bias_gelu_bwd pass (GELU′ in gemm_output_dgrad's epilogue, or
-  // cuBLASLt's DGELU for the tanh form): auto's place.
-  {
-    PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm, AttnDq::Gemm};
-    o.attn_bits_bwd = AttnBitsBwd::Gelu;
-    o.arch = "sm_90";
-    o.ffn_gemm = FfnGemm::Sm90;
-    CHECK(std::string(where(make_plan(all, o))) == "ln");
-    CHECK(std::string(where(make_plan(adc, o))) == "kernel");
-    LayerConfig tanh_adc = adc;
-    tanh_adc.gelu_approximation = GeluForm::Tanh;
-    PlanOptions ot{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm, AttnDq::Gemm};
-    ot.attn_bits_bwd = AttnBitsBwd::Gelu;
-    const LayerPlan tp = make_plan(tanh_adc, ot);
-    CHECK(tp.gelu_in_gemm);
-    CHECK(std::string(where(tp)) == "kernel");
-  }
   CHECK(std::string(where(plan(all, AttnBitsBwd::Auto, AttnMask::Kernel))) == "kernel");
   CHECK(std::string(where(plan(all, AttnBitsBwd::Auto, AttnMask::Inline))) == "kernel");
   CHECK(std::string(where(plan(all, AttnBitsBwd::Dot, AttnMask::Inline))) == "dot");
@@ -1306,8 +1250,6 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
   LayerConfig nodrop = adc;
   nodrop.attn_dropout_ratio = 0;
   CHECK(std::string(where(plan(nodrop, AttnBitsBwd::Dot))) == "none");
-  CHECK(std::string(where(plan(nodrop, AttnBitsBwd::Gelu))) == "none");
-  CHECK(std::string(where(plan(bert_large(), AttnBitsBwd::Gelu))) == "none");
   LayerConfig infer = adc;
   infer.training = false;
   CHECK(std::string(where(plan(infer, AttnBitsBwd::Dot))) == "none");
@@ -1331,12 +1273,7 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
     dskc_test::ScopedEnv env("DSKC_ATTN_BITS_BWD", "dot");
     CHECK(make_plan(adc, {AttentionPath::FusedWhereSupported}).attn_bits_bwd_in_dot);
   }
-  {
-    dskc_test::ScopedEnv env("DSKC_ATTN_BITS_BWD", "gelu");
-    CHECK(attn_bits_bwd_from_env() == AttnBitsBwd::Gelu);
-    CHECK(make_plan(adc, {AttentionPath::FusedWhereSupported}).attn_bits_bwd_in_gelu);
-  }
-  for (const char* bad : {"Dot", "ln", "auto ", "GELU"})
+  for (const char* bad : {"Dot", "ln", "auto "})
     check_env_error("DSKC_ATTN_BITS_BWD", bad, "auto", "kernel", [] { attn_bits_bwd_from_env(); });
 }
 
@@ -2552,11 +2489,6 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     fwd_wg.arch = "sm_90";
     fwd_wg.attn_fwd = AttnFwd::Wgmma;
     const LayerPlan plan_fwd_wg = make_plan(with_dtype(c, t), fwd_wg);
-    // the backward's keep bits from the GELU backward's launch (bias_gelu_bwd_bits)
-    PlanOptions gelu_bits{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
-    gelu_bits.attn_bits_bwd = AttnBitsBwd::Gelu;
-    const LayerPlan plan_gelu_bits = make_plan(with_dtype(c, t), gelu_bits);
-    const std::string module_gelu_bits = emit(plan_gelu_bits).source;
     // stochastic_mode's TMA-reduced dQ (sm_90: the wgmma dK/dV kernel's kDqReduce, attn_dq_convert)
     PlanOptions red = fused_options("sm_90");
     red.attn_dq = AttnDq::Reduce;
@@ -2607,11 +2539,6 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_fwd_wg, k.name);
             wrapped.push_back(k.name);
           }
-        for (const auto& k : plan_gelu_bits.kernels)  // bias_gelu_bwd_bits
-          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
-            tu += wrapper_of(module_gelu_bits, k.name);
-            wrapped.push_back(k.name);
-          }
         for (const auto& k : plan_reduce.kernels)  // attn_dq_convert
           if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
             tu += wrapper_of(module_reduce, k.name);
@@ -2621,7 +2548,7 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
         // kernel instantiating them.
         const bool fp16_only = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh" ||
                                tpl.path == "attn_dq_convert.cuh" ||
-                               tpl.path == "layernorm_fwd_bits.cuh" || tpl.path == "bias_gelu_bwd_bits.cuh" ||
+                               tpl.path == "layernorm_fwd_bits.cuh" ||
                                tpl.path == "gemm_sm90.cuh" || tpl.path == "weight_transpose.cuh";
         CHECK_MESSAGE((!wrapped.empty() || (fp16_only && t == DType::F32)),
                       tpl.path << " is used by no kernel of a plan with every flag");
