@@ -18,7 +18,7 @@ for r in 1 2 3; do
   for v in base nopdf ident onexp; do
     d=$(DSKC_OVERRIDE_SOURCE=$PWD/$V/$v.cu timeout 60 $NCU --clock-control none --metrics gpu__time_duration.sum \
       -k regex:bias_gelu_bwd --launch-skip 1 -c 1 build-gpu/dskc bench $L128 --iters 1 --warmup 1 2>&1 |
-      grep gpu__time_duration | awk '{print $NF}')
+      grep gpu__time_duration | awk '{print $(NF-1), $NF}')
     echo "round $r $v bias_gelu_bwd $d"
   done
 done | tee $OUT/durations.txt
