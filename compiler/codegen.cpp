@@ -73,7 +73,7 @@ std::string emit_config_header(const LayerPlan& plan) {
                    : plan.ffn_gemm_sm90   ? "the intermediate GEMM is a gemm_sm90 kernel (GELU in its epilogue)"
                                           : "the FFN's GEMMs run in cuBLASLt");
   o << fmt::format("constexpr int kGemmGeluRegions = {0};  // gemm_sm90's GELU epilogue: {0} regions per warpgroup, {1} stages\n",
-                   plan.gemm_gelu_regions, 7 - plan.gemm_gelu_regions);
+                   plan.gemm_gelu_regions, gemm_sm90_stages(plan.gemm_gelu_regions));
   o << fmt::format("constexpr bool kLinearGemmSm90 = {};  // {}\n", plan.linear_gemm_sm90,
                    plan.linear_gemm_sm90 ? "the forward's QKV, attention-output and output GEMMs are gemm_sm90 kernels"
                                          : "the forward's QKV, attention-output and output GEMMs run in cuBLASLt");

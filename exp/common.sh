@@ -5,6 +5,7 @@ OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 export DSKC_CACHE_DIR=$PWD/build-gpu/cache
 L128=examples/bert_large_layer.json; L512=examples/bert_large_layer_seq512.json
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)  # Nsight Compute
 build_gpu() {
   el build
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
@@ -44,9 +45,8 @@ ab_matrix() {
 # One layer step's kernel durations by Nsight Compute (exp/ncu_step.py), one line:
 # ncu_step "ENV=... ..." LAYER TAG [dskc bench flags...] (ENV may be empty; CSV in $OUT/ncu_TAG.csv).
 ncu_step() {
-  local envs=$1 layer=$2 tag=$3 ncu; shift 3
-  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  env $envs timeout 120 "$ncu" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+  local envs=$1 layer=$2 tag=$3; shift 3
+  env $envs timeout 120 "$NCU" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
     build-gpu/dskc bench "$layer" --warmup 2 --iters 1 "$@" > "$OUT/ncu_$tag.csv" 2>> "$OUT/ncu_err.txt"
   printf '%-40s %s\n' "$tag" "$(python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" --sum-only 2>&1)"
 }

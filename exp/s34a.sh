@@ -26,7 +26,6 @@ for r in 1 2 3 4; do for f in $L128 $L512; do for wu in 10 300; do
   echo "$r $(basename $f) wu=$wu $res | before $c0 after $c1"
 done; done; done | tee "$OUT/warmup_ab.txt"
 el "ncu forward gemm_sm90"
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for v in pass regs; do
   DSKC_GELU_EPI=$v timeout 150 $NCU --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     -k "regex:gemm_.*_fwd" -c 4 build-gpu/dskc bench $L128 --iters 1 --warmup 0 > "$OUT/ncu_$v.txt" 2>&1

@@ -4,7 +4,6 @@
 # Session 35: why DSKC_GEMM_CLUSTER=2 doubles gemm_sm90's time: ncu of gemm_qkv_fwd, cluster 1 vs 2.
 . "$(dirname "$0")/common.sh"
 build_gpu dskc
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for v in 1 2; do
   el "ncu cluster=$v"
   DSKC_GEMM_CLUSTER=$v timeout 200 $NCU --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \

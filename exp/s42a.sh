@@ -12,7 +12,6 @@ for L in $L128 $L512; do
   python3 exp/ncu_step.py "$OUT/ncu_def_$T.csv" > "$OUT/kernels_def_$T.txt"
 done
 el "attention sections"
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for L in $L128 $L512; do
   T=$(basename $L .json)
   timeout 150 $NCU -k regex:attn_flash --launch-skip 4 --launch-count 4 --cache-control none --clock-control none \

@@ -6,7 +6,6 @@
 # Compute), the same for dkdv at (16,512), and the SASS of the cached module (cuobjdump).
 . "$(dirname "$0")/common.sh"
 build_gpu -j16 dskc
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 STALLS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
 for L in $L128 $L512; do
   T=$(basename $L .json)

@@ -38,7 +38,6 @@ el "burst A/B (64,128): main vs new, 5 rounds"
 timeout 150 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 5 --shapes 64x128 --only "fp16 Pre-LN,main" \
   --env "main:DSKC_OVERRIDE_SOURCE=$PWD/$V/main.cu" 2>&1 | tee $OUT/ab128.txt | tail -5
 el "ncu details of gemm_inter_fwd (main)"
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 DSKC_OVERRIDE_SOURCE=$PWD/$V/main.cu timeout 120 $NCU --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SourceCounters -k regex:gemm_inter_fwd -c 1 \
   build-gpu/dskc bench $L128 --iters 1 --warmup 1 > $OUT/ncu_inter_main.txt 2>&1

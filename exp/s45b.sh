@@ -11,7 +11,6 @@ build-gpu/dskc compile $L128 --arch sm_90 --emit cubin -o $V/new.cubin --manifes
 python3 exp/s44_variants.py $V/new.cu $V/new_nopass.cu nopass || exit 1
 CUOBJ=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 $CUOBJ -sass -fun gemm_inter_fwd $V/new.cubin > $OUT/sass_inter.txt 2>&1; wc -l $OUT/sass_inter.txt
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for v in new new_nopass; do
   el "ncu $v"
   DSKC_OVERRIDE_SOURCE=$PWD/$V/$v.cu timeout 150 $NCU --clock-control none --set full --import-source no \

@@ -8,7 +8,6 @@ build_gpu -j16 dskc
 V=build-gpu/s45; mkdir -p $V
 build-gpu/dskc compile $L128 --arch sm_90 --emit cuda -o $V/base.cu --manifest none > /dev/null || exit 1
 for v in nopdf ident onexp; do python3 exp/s45_variants.py $V/base.cu $V/$v.cu $v || exit 1; done
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 el "ncu --set full bias_gelu_bwd"
 DSKC_OVERRIDE_SOURCE=$PWD/$V/base.cu timeout 120 $NCU --clock-control none --set full --import-source no \
   -k regex:bias_gelu_bwd --launch-skip 1 -c 1 build-gpu/dskc bench $L128 --iters 1 --warmup 1 > $OUT/ncu_gelu_bwd.txt 2>&1
