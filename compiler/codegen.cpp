@@ -80,6 +80,9 @@ std::string emit_config_header(const LayerPlan& plan) {
   o << fmt::format("constexpr bool kGeluInGemm = {};  // {}\n", plan.gelu_in_gemm,
                    plan.gelu_in_gemm ? "tanh GELU in cuBLASLt's GELU_AUX_BIAS / DGELU GEMM epilogues (no bias_gelu kernels)"
                                      : "GELU by bias_gelu_fwd / bias_gelu_bwd");
+  o << fmt::format("constexpr bool kAttnTmaStores = {};  // {}\n", plan.attn_tma_stores,
+                   plan.attn_tma_stores ? "the wgmma attention kernels store their output tiles by TMA"
+                                        : "DSKC_ATTN_STORE=rows: the wgmma attention kernels store 4-byte pairs");
   if (attn_drop)
     o << fmt::format("constexpr uint32_t kAttnDropoutThreshold = {}u;  // keep iff draw >= ratio * 2^16 (16-bit draw)\n",
                      thr(c.attn_dropout_ratio))
@@ -146,7 +149,7 @@ static int params_bytes(const std::string& type) {
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashDotBitsParams", 80},
       {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 768}, {"WeightTransposeParams", 16},
-      {"AttnFlashBwdWgParams", 768},      {"AttnFlashFwdWgParams", 256}, {"AttnDqConvertParams", 24}};
+      {"AttnFlashBwdWgParams", 896},      {"AttnFlashFwdWgParams", 384}, {"AttnDqConvertParams", 24}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;

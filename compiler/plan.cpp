@@ -205,6 +205,12 @@ int flash_wg_fwd_smem_bytes(int stages, int max_seq) {
   return 1024 + tile + stages * 2 * tile + mask_keys * 4 + (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
 }
 
+AttnStore attn_store_from_env() {
+  return env_choice("DSKC_ATTN_STORE", AttnStore::Tma, {{"tma", AttnStore::Tma}, {"rows", AttnStore::Rows}},
+                    "\"tma\" (the default: the wgmma attention kernels store their output tiles by TMA from "
+                    "shared memory) or \"rows\" (4-byte stores from the accumulator layout)");
+}
+
 int attn_fwd_stages_from_env() {
   return env_choice("DSKC_ATTN_FWD_STAGES", 1, {{"1", 1}, {"2", 2}},
                     "\"1\" (the default: attn_flash_fwd loads each K/V tile between two barriers) or \"2\" (it "
@@ -426,6 +432,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       opt.attn_bits_bwd == AttnBitsBwd::FromEnvironment ? attn_bits_bwd_from_env() : opt.attn_bits_bwd;
   const AttnBwd bwd_src = opt.attn_bwd == AttnBwd::FromEnvironment ? attn_bwd_from_env() : opt.attn_bwd;
   const AttnFwd fwd_src = opt.attn_fwd == AttnFwd::FromEnvironment ? attn_fwd_from_env() : opt.attn_fwd;
+  plan.attn_tma_stores =
+      (opt.attn_store == AttnStore::FromEnvironment ? attn_store_from_env() : opt.attn_store) == AttnStore::Tma;
   plan.ln_bwd_warp_rows = (opt.ln_bwd == LnBwd::FromEnvironment ? ln_bwd_from_env() : opt.ln_bwd) == LnBwd::WarpRows;
   const BiasGrad bias_src = opt.bias_grad == BiasGrad::FromEnvironment ? bias_grad_from_env() : opt.bias_grad;
   Builder b{c, plan};

@@ -194,6 +194,14 @@ struct LayerPlan {
   // computes D = rowsum(dO ⊙ O) per query tile (O by TMA into its dSᵀ regions), so attn_flash_bwd_dot
   // runs only where it also rewrites the keep bits (attn_bits_bwd_in_dot); attn_row_dot stays unread.
   bool attn_dot_in_dkdv = false;
+  // The wgmma attention kernels (kAttnTmaStores) store their output tiles by TMA: the wgmma forward
+  // its context O, the wgmma dK/dV kernel with attn_dq_fused its dK, dV and dQ (with the dQ GEMM it
+  // keeps the 4-byte stores, measured faster there). Each warpgroup stages a 64 x 64 tile in shared
+  // memory it no longer reads (stmatrix, the TMA box's 128B-swizzled layout) and one thread stores
+  // it, whole 128-byte rows, rows past S clipped. DSKC_ATTN_STORE=rows keeps the 4-byte stores from
+  // the accumulator layout (per warp instruction, 16-byte pieces of eight rows), which took a quarter
+  // of attn_flash_bwd_dkdv's time at (64,128) (bench/NOTES.md v44). Same values either way.
+  bool attn_tma_stores = true;
   // On sm_90 (fp16/bf16, head dim 64) with the keep flags from attn_dropout_bits_fwd or no attention
   // dropout: attn_flash_fwd is the wgmma kernel of templates/attn_flash_fwd_wgmma.cuh (Q and K/V tiles
   // by TMA into attn_fwd_wg_stages stages, S = Q·Kᵀ and O += P·V on warpgroup MMA, the next tile's S
@@ -280,6 +288,12 @@ enum class AttnFwd {
   Wgmma3,           // the same with three K/V stages (three blocks per SM)
 };
 constexpr AttnFwd kAttnFwdDefault = AttnFwd::Wgmma;
+// How the wgmma attention kernels write their outputs (LayerPlan::attn_tma_stores).
+enum class AttnStore {
+  FromEnvironment,  // DSKC_ATTN_STORE: unset, "" or "tma" -> Tma; "rows" -> Rows
+  Tma,              // each tile staged in shared memory (stmatrix), one TMA store per tile
+  Rows,             // 4-byte stores straight from the accumulator layout
+};
 // Where tanh-GELU layers compute the GELU and its gradient (LayerPlan::gelu_in_gemm).
 enum class GeluPath {
   FromEnvironment,         // DSKC_GELU: unset, "" or "epilogue" -> EpilogueWhereSupported; "kernel" -> Kernel
@@ -352,6 +366,7 @@ struct PlanOptions {
   AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
   OutputGemm output_gemm = OutputGemm::FromEnvironment;
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
+  AttnStore attn_store = AttnStore::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -389,6 +404,8 @@ int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused = false, int cluster = 1, boo
 // Reads DSKC_ATTN_FWD (unset, "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"); any other value is an
 // Error(Config) naming the variable.
 AttnFwd attn_fwd_from_env();
+// Reads DSKC_ATTN_STORE (unset, "", "tma" -> Tma; "rows" -> Rows); any other value is an Error(Config).
+AttnStore attn_store_from_env();
 // Whether a layer's fused attention forward can use the wgmma kernel on `arch` (mask_kernel: the keep
 // flags come from attn_dropout_bits_fwd; with attention dropout in training they must).
 bool attn_fwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch, bool mask_kernel);

@@ -108,6 +108,7 @@ struct AttnFlashBwd {
 struct AttnFlashBwdWg {
   CUtensorMap qkv, dctx, ds, ctx;  // ds: plan attn_dq_gemm only; ctx (O): attn_dot_in_dkdv only
   CUtensorMap dq_acc;              // fp32 [B][S][H]: plan attn_dq_reduce only
+  CUtensorMap dqkv_out;            // grad_qkv [B][S][3H]: plan attn_tma_stores only
   Ptr mask;
   const float *lse, *dot;
   const uint32_t* bits;
@@ -123,6 +124,7 @@ struct AttnDqConvert {
 // templates/attn_flash_fwd_wgmma.cuh (AttnFlashFwdWgParams).
 struct AttnFlashFwdWg {
   CUtensorMap qkv;
+  CUtensorMap ctx_out;  // the context [B][S][H]: plan attn_tma_stores only
   Ptr mask, ctx;
   float* lse;            // nullptr in inference
   const uint32_t* bits;  // attn_dropout_bits from attn_dropout_bits_fwd (with attention dropout); else nullptr
@@ -168,9 +170,9 @@ static_assert(sizeof(AttnFlashFwd) == 64);
 static_assert(sizeof(AttnFlashDot) == 48);
 static_assert(sizeof(AttnFlashDotBits) == 80);
 static_assert(sizeof(AttnFlashBwd) == 88);
-static_assert(sizeof(AttnFlashBwdWg) == 768 && offsetof(AttnFlashBwdWg, mask) == 640);
+static_assert(sizeof(AttnFlashBwdWg) == 896 && offsetof(AttnFlashBwdWg, mask) == 768);
 static_assert(sizeof(AttnDqConvert) == 24);
-static_assert(sizeof(AttnFlashFwdWg) == 256 && offsetof(AttnFlashFwdWg, mask) == 128);
+static_assert(sizeof(AttnFlashFwdWg) == 384 && offsetof(AttnFlashFwdWg, mask) == 256);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
 static_assert(sizeof(LayerNormFwdBits) == 88);

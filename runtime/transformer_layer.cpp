@@ -487,6 +487,7 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
       // The wgmma kernel takes Q and K/V by TMA (a per-sequence 3-D view: rows past S read as zero).
       kp::AttnFlashFwdWg p{};
       p.qkv = tma_rows_3d_128b(t("qkv"), c.dtype(), 3 * H, seq, batch, 3 * H, 64);
+      if (plan_.attn_tma_stores) p.ctx_out = tma_rows_3d_128b(t("attn_context"), c.dtype(), H, seq, batch, H, 64);
       p.mask = P(mask_);
       p.ctx = P(t("attn_context"));
       p.lse = train ? F(t("attn_lse")) : nullptr;
@@ -794,6 +795,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
         // stochastic_mode's dQ shares, added by TMA reductions into the fp32 accumulator (zeroed by
         // attn_flash_bwd_dot), then scaled and rounded into grad_qkv.
         if (dq_reduce) pw.dq_acc = tma_rows_3d_128b(t("attn_dq_acc"), DType::F32, H, seq, batch_, H, 64);
+        if (plan_.attn_tma_stores && plan_.attn_dq_fused)  // (kTmaOut: the fused-dQ form only)
+          pw.dqkv_out = tma_rows_3d_128b(gq, dt, 3 * H, seq, batch_, 3 * H, 64);
         pw.mask = P(mask_);
         pw.lse = F(t("attn_lse"));
         pw.dot = F(t("attn_row_dot"));

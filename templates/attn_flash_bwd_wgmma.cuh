@@ -96,6 +96,7 @@ struct AttnFlashBwdWgParams {
   sm90::TmaDescriptor ds;    // [B·heads][S][padded S] dSᵀ stores (row = key), 64 x 64 x 1 boxes
   sm90::TmaDescriptor ctx;   // [B][S][H] O, 64 x 64 x 1 boxes (FlashWgBwdTile::kDotFused only)
   sm90::TmaDescriptor dq_acc;  // [B][S][H] fp32 dQ accumulator, 32 x 64 x 1 boxes (kDqReduce only)
+  sm90::TmaDescriptor dqkv_out;  // [B][S][3H] grad_qkv, 64 x 64 x 1 boxes: the dK, dV, dQ stores (kTmaOut only)
   const T* mask;             // [B, S] additive
   const float* lse;          // [B*heads*S] forward logsumexp L
   const float* dot;          // [B*heads*S] D = rowsum(dO ⊙ O) (unless FlashWgBwdTile::kDotFused)
@@ -221,6 +222,14 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   // second half's keys are all past S, its share is zero, and the first half stores dQ alone.
   [[maybe_unused]] float dq[32];
   [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
+  // kAttnTmaStores: the warpgroup's dQ tile is staged in the last Q/dO stage (its Q slot, or its dO
+  // slot for the second warpgroup), which kDqFused's at most two query tiles never load.
+  static_assert(!kDqFused || F::kStages > 2, "fused dQ: a free Q/dO stage for the dQ tile");
+  [[maybe_unused]] const uint32_t dq_tile = base + F::kStage0 + (2 * (F::kStages - 1) + c) * F::kTileBytes;
+  // The outputs by TMA stores (kAttnTmaStores) where the block holds every key of its head (kDqFused:
+  // at (64,128) the kernel 0.083 → 0.070 ms); the dQ GEMM form keeps the 4-byte stores, which measured
+  // faster there (at (16,512) 0.134 against 0.147 ms with TMA stores; bench/NOTES.md v44).
+  constexpr bool kTmaOut = kAttnTmaStores && kDqFused;
   // kDqReduce: this thread's dq (rows 16w + g (+8), columns 8n + 2t (+1)) into the staging boxes (box
   // n / 4 holds columns 32(n / 4) ..; in a 128-byte row, 16-byte chunk 2(n % 4) + t / 2 is stored at
   // chunk ^ (row % 8), row % 8 = g: conflict-free 8-byte stores), then the two reductions of query
@@ -346,17 +355,8 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
         dpt[4 * j + e] = pv * (dp - dq);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      pa[kk][0] = flash::pack2<E>(st[8 * kk], st[8 * kk + 1]);
-      pa[kk][1] = flash::pack2<E>(st[8 * kk + 2], st[8 * kk + 3]);
-      pa[kk][2] = flash::pack2<E>(st[8 * kk + 4], st[8 * kk + 5]);
-      pa[kk][3] = flash::pack2<E>(st[8 * kk + 6], st[8 * kk + 7]);
-      sa[kk][0] = flash::pack2<E>(dpt[8 * kk], dpt[8 * kk + 1]);
-      sa[kk][1] = flash::pack2<E>(dpt[8 * kk + 2], dpt[8 * kk + 3]);
-      sa[kk][2] = flash::pack2<E>(dpt[8 * kk + 4], dpt[8 * kk + 5]);
-      sa[kk][3] = flash::pack2<E>(dpt[8 * kk + 6], dpt[8 * kk + 7]);
-    }
+    flash::pack_acc64<E>(pa, st);
+    flash::pack_acc64<E>(sa, dpt);
     sm90::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dv, pa[kk], sm90::wgmma_desc_mn128(do_tile + 2048 * kk));
@@ -382,12 +382,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       if (tid == 0) sm90::tma_store_wait_read<1>();
       sm90::warpgroup_sync(c);
     }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = 16 * w + ((lane >> 3) & 1) * 8 + (lane & 7);
-      const int chunk = 2 * i + (lane >> 4);
-      sm90::stmatrix_x4(region + row * 128 + ((chunk ^ (lane & 7)) << 4), sa[i]);
-    }
+    sm90::stmatrix_tile64(region, sa);
     sm90::fence_proxy_async();
     sm90::warpgroup_sync(c);
     if constexpr (kDqReduce)
@@ -434,15 +429,22 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     }
     if (tiles == 2 || part == 0) {
       const int tq = (tiles - 1 + part) % tiles;
-      const size_t ldq = 3 * static_cast<size_t>(kHidden);
-      E* dq_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ldq + h * kHeadDim + 2 * t;
+      if constexpr (kTmaOut) {
+        uint32_t pk[4][4];
+        flash::pack_acc64<E>(pk, dq, scale, scale);
+        sm90::stmatrix_tile64(dq_tile, pk);
+      } else {
+        const size_t ldq = 3 * static_cast<size_t>(kHidden);
+        E* dq_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ldq + h * kHeadDim + 2 * t;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = tq * F::kQueries + 16 * w + g + 8 * r;
-        if (i >= seq) continue;
-        E* row = dq_g + static_cast<size_t>(i) * ldq;
+        for (int r = 0; r < 2; ++r) {
+          const int i = tq * F::kQueries + 16 * w + g + 8 * r;
+          if (i >= seq) continue;
+          E* row = dq_g + static_cast<size_t>(i) * ldq;
 #pragma unroll
-        for (int n = 0; n < 8; ++n) flash::store2<E>(row + n * 8, dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
+          for (int n = 0; n < 8; ++n)
+            flash::store2<E>(row + n * 8, dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
+        }
       }
     }
   } else if constexpr (kDqReduce) {
@@ -457,25 +459,50 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::warpgroup_sync(c);
     if (tid == 0) {
       reduce_dq(tiles - 1);
-      sm90::tma_store_wait<0>();
+      if constexpr (!kTmaOut) sm90::tma_store_wait<0>();
     }
-  } else if (tid == 0) {
+  } else if (!kTmaOut && tid == 0) {
     sm90::tma_store_wait<0>();
   }
 
   // dK = scale·dSᵀ·Q, dV = (1/(1−p))·(P ⊙ Z)ᵀ·dO into grad_qkv (rows past S are not written).
   const float v_scale = kDropout ? kAttnDropoutScale : 1.f;
-  const size_t ld = 3 * static_cast<size_t>(kHidden);
-  E* dk_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ld + kHidden + h * kHeadDim + 2 * t;
+  if constexpr (kTmaOut) {
+    // Staged in the warpgroup's K and V tiles (their last products completed with the wait above),
+    // then one thread stores dK, dV (and the dQ tile staged above) by TMA and waits until the boxes
+    // are read: the block's shared memory stays until then, the global writes drain after it ends.
+    uint32_t pk[4][4];
+    flash::pack_acc64<E>(pk, dk, scale, scale);
+    sm90::stmatrix_tile64(k_tile, pk);
+    flash::pack_acc64<E>(pk, dv, v_scale, v_scale);
+    sm90::stmatrix_tile64(v_tile, pk);
+    sm90::fence_proxy_async();
+    sm90::warpgroup_sync(c);
+    if (tid == 0) {
+      const int j = j0 + 64 * c;
+      if (j < seq) {  // (all of a second key half can lie past S)
+        sm90::tma_store_3d(&p.dqkv_out, k_tile, kHidden + h * kHeadDim, j, b);
+        sm90::tma_store_3d(&p.dqkv_out, v_tile, 2 * kHidden + h * kHeadDim, j, b);
+      }
+      if constexpr (kDqFused)
+        if (tiles == 2 || part == 0)
+          sm90::tma_store_3d(&p.dqkv_out, dq_tile, h * kHeadDim, (tiles - 1 + part) % tiles * F::kQueries, b);
+      sm90::tma_store_commit();
+      sm90::tma_store_wait_read<0>();
+    }
+  } else {
+    const size_t ld = 3 * static_cast<size_t>(kHidden);
+    E* dk_g = reinterpret_cast<E*>(p.dqkv) + static_cast<size_t>(b) * seq * ld + kHidden + h * kHeadDim + 2 * t;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int j = j0 + 64 * c + 16 * w + g + 8 * r;
-    if (j >= seq) continue;
-    E* row = dk_g + static_cast<size_t>(j) * ld;
+    for (int r = 0; r < 2; ++r) {
+      const int j = j0 + 64 * c + 16 * w + g + 8 * r;
+      if (j >= seq) continue;
+      E* row = dk_g + static_cast<size_t>(j) * ld;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      flash::store2<E>(row + n * 8, dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
-      flash::store2<E>(row + kHidden + n * 8, dv[4 * n + 2 * r] * v_scale, dv[4 * n + 2 * r + 1] * v_scale);
+      for (int n = 0; n < 8; ++n) {
+        flash::store2<E>(row + n * 8, dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
+        flash::store2<E>(row + kHidden + n * 8, dv[4 * n + 2 * r] * v_scale, dv[4 * n + 2 * r + 1] * v_scale);
+      }
     }
   }
 #endif

@@ -56,6 +56,7 @@ struct FlashWgFwdTile {
 
 struct AttnFlashFwdWgParams {
   sm90::TmaDescriptor qkv;  // [B][S][3H], 64 x 64 x 1 boxes (Q, K, V tiles of one head)
+  sm90::TmaDescriptor ctx_out;  // [B][S][H] context, 64 x 64 x 1 boxes: the O store (kAttnTmaStores)
   const T* mask;            // [B, S] additive (0 keep, large negative drop)
   T* ctx;                   // [B*S, H] out
   float* lse;               // [B*heads*S] out: row logsumexp (training only)
@@ -249,9 +250,33 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   sm90::wgmma_wait<0>();
   sm90::fence_operands(o);
 
-  // Normalize, write O and the logsumexp (the mma.sync kernel's code).
-  flash::store_rows<E, kDropout, 8>(reinterpret_cast<E*>(p.ctx), p.lse, l, m, rows, seq, b, h, bh, t,
-                                    [&](int j, int r) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
+  if constexpr (kAttnTmaStores) {
+    // Normalized O staged in the Q tile (its last product completed with the wait above) and stored by
+    // one TMA (whole 128-byte rows; rows past S clipped) instead of 4-byte stores from the accumulator
+    // layout; the logsumexp as in the mma.sync kernel. Thread 0 waits until the box is read.
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[r] = flash::quad_sum(l[r]);
+      inv[r] = flash::row_out_scale<kDropout>(l[r]);
+      if constexpr (kTraining)
+        if (t == 0 && rows[r] < seq) p.lse[static_cast<size_t>(bh) * seq + rows[r]] = flash::row_logsumexp(m[r], l[r]);
+    }
+    uint32_t pk[4][4];
+    flash::pack_acc64<E>(pk, o, inv[0], inv[1]);
+    sm90::stmatrix_tile64(q_tile, pk);
+    sm90::fence_proxy_async();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      sm90::tma_store_3d(&p.ctx_out, q_tile, h * kHeadDim, q0, b);
+      sm90::tma_store_commit();
+      sm90::tma_store_wait_read<0>();
+    }
+  } else {
+    // Normalize, write O and the logsumexp (the mma.sync kernel's code).
+    flash::store_rows<E, kDropout, 8>(reinterpret_cast<E*>(p.ctx), p.lse, l, m, rows, seq, b, h, bh, t,
+                                      [&](int j, int r) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
+  }
 #endif
 }
 

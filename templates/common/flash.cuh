@@ -158,6 +158,30 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return v.u;
 }
 
+// A warpgroup's m64n64 fp32 accumulator (acc[4n + 2r + e]: row 16w + g + 8r, column 8n + 2t + e)
+// rounded to E and packed per k16 step of 16 columns: the A operand of a register-A wgmma (P ⊙ Z, dS)
+// or a tile for sm90::stmatrix_tile64. The second form scales rows g by s0 and g + 8 by s1 first.
+template <typename E>
+__device__ __forceinline__ void pack_acc64(uint32_t (&pk)[4][4], const float (&acc)[32]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    pk[i][0] = pack2<E>(acc[8 * i], acc[8 * i + 1]);
+    pk[i][1] = pack2<E>(acc[8 * i + 2], acc[8 * i + 3]);
+    pk[i][2] = pack2<E>(acc[8 * i + 4], acc[8 * i + 5]);
+    pk[i][3] = pack2<E>(acc[8 * i + 6], acc[8 * i + 7]);
+  }
+}
+template <typename E>
+__device__ __forceinline__ void pack_acc64(uint32_t (&pk)[4][4], const float (&acc)[32], float s0, float s1) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    pk[i][0] = pack2<E>(acc[8 * i] * s0, acc[8 * i + 1] * s0);
+    pk[i][1] = pack2<E>(acc[8 * i + 2] * s1, acc[8 * i + 3] * s1);
+    pk[i][2] = pack2<E>(acc[8 * i + 4] * s0, acc[8 * i + 5] * s0);
+    pk[i][3] = pack2<E>(acc[8 * i + 6] * s1, acc[8 * i + 7] * s1);
+  }
+}
+
 // D = rowsum(dO ⊙ O)'s per-lane step, in one fixed form wherever D is computed (attn_flash_bwd_dot,
 // the wgmma dK/dV kernel with fused dQ): acc + (o0·d0 + o1·d1), the pair's product sum by one
 // rounded multiply and one fma, so both kernels give the same bits for the same lanes and order.

@@ -194,6 +194,21 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
                : "memory");
 #endif
 }
+// A warpgroup's 64 x 64 16-bit tile from registers into shared memory as one 128B-swizzled TMA box
+// (`tile` 1024-aligned, 128-byte rows: what a TMA load of the box would leave). pk[i] holds the
+// thread's elements of columns 16i .. 16i + 15 in the wgmma accumulator order, which is also the
+// m64nNk16 A-fragment layout of k step i: warp w of the warpgroup, lane 4g + t, pk[i][0] row 16w + g,
+// columns 16i + 2t (+1); [1] row 16w + g + 8; [2], [3] the same rows, columns + 8 (flash::pack_acc64).
+// Conflict-free: each 8 x 8 matrix's rows land in eight different 16-byte bank groups.
+__device__ __forceinline__ void stmatrix_tile64(uint32_t tile, const uint32_t (&pk)[4][4]) {
+  const int lane = threadIdx.x % 32, w = (threadIdx.x / 32) % 4;
+  const int row = 16 * w + ((lane >> 3) & 1) * 8 + (lane & 7);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int chunk = 2 * i + (lane >> 4);
+    stmatrix_x4(tile + row * 128 + ((chunk ^ (lane & 7)) << 4), pk[i]);
+  }
+}
 // 16 bytes from shared memory (a shared-window address), ordered after earlier barriers' waits.
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

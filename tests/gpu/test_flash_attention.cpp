@@ -107,15 +107,18 @@ struct Result {
   bool bwd_wgmma = false;  // the plan's attn_bwd_wgmma (attn_flash_bwd_dkdv on warpgroup MMA)
   int bwd_wgs = 0;         // its math warpgroups per block
   int bwd_cluster = 0;     // its blocks per cluster
+  bool tma_stores = false;  // the plan's attn_tma_stores (the wgmma kernels' outputs by TMA)
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
 // GEMM autotuning (off to compare the two modes' attention backward on identical GEMM results);
 // dq_src: DSKC_ATTN_DQ (nullptr: unset, the default "fused"; "gemm": the dQ GEMM; "kernel": attn_flash_bwd_dq; "atomic":
-// stochastic_mode's attn_flash_bwd_dkdvdq).
+// stochastic_mode's attn_flash_bwd_dkdvdq); poison: the context and grad_qkv are filled with 0xFF bytes (NaN)
+// before the kernels that write them, so an element left unwritten shows.
 Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::map<std::string, std::vector<float>>& params,
            const std::vector<float>& x, const std::vector<float>& mask, const std::vector<float>& dy, int B, int S,
-           const char* mask_src = "inline", bool gemm_autotune = true, const char* dq_src = nullptr) {
+           const char* mask_src = "inline", bool gemm_autotune = true, const char* dq_src = nullptr,
+           bool poison = false) {
   LayerOptions opt;
   opt.attention = path;
   opt.layer_id = 2;
@@ -130,6 +133,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   upload(ctx, xb.ptr(), x, t);
   upload(ctx, mb.ptr(), mask, t);
   upload(ctx, dyb.ptr(), dy, t);
+  if (poison) DSKC_CU(cuMemsetD8Async(layer.tensor("attn_context"), 0xFF, rows * H * eb, ctx.stream()));
   layer.forward(xb.ptr(), mb.ptr(), yb.ptr(), B, S, 11);
   Result r;
   r.fused = layer.plan().fused_attention;
@@ -148,6 +152,8 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.bwd_wgmma = layer.plan().attn_bwd_wgmma;
   r.bwd_wgs = layer.plan().attn_bwd_wgs;
   r.bwd_cluster = layer.plan().attn_bwd_cluster;
+  r.tma_stores = layer.plan().attn_tma_stores;
+  if (poison) DSKC_CU(cuMemsetD8Async(layer.tensor("grad_qkv"), 0xFF, rows * 3 * H * eb, ctx.stream()));
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
     const size_t words = rows * c.heads * ((S + 31) / 32);
@@ -857,5 +863,59 @@ TEST_CASE("fused attention forward on warpgroup MMA (DSKC_ATTN_FWD=wgmma, wgmma3
     check_case({"d64-s77-bf16-fwg", 3, 128, 77, 256, 4, DType::BF16, false, 0.1, true, false, true}, false);
     check_case({"d64-s381-adc-fwg", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true, true, true}, false);
     check_case({"d64-s200-nodrop-fwg", 2, 256, 200, 256, 4, DType::BF16, true, 0.0, true}, false);
+  }
+}
+
+// DSKC_ATTN_STORE=tma (the default: the wgmma attention kernels stage each 64 x 64 output tile in shared
+// memory and store it by TMA, rows past S clipped) against DSKC_ATTN_STORE=rows (4-byte stores from the
+// accumulator layout) on the same layer and inputs: the same values, so the context, the logsumexp, the
+// output, dQ/dK/dV (grad_qkv) and every gradient are bitwise equal, with both written tensors poisoned
+// (NaN) first so that an element the TMA stores leave out shows. Partial query and key tiles (S = 1, 33,
+// 50, 65, 127, 509), a second key half wholly past S (max_seq 128, S = 50), one and two warpgroups per
+// block, the fused dQ (clusters, or two warpgroups) and the dQ GEMM, attn_dropout_checkpoint, fp16, bf16.
+void check_tma_vs_rows(const Case& k, const char* bwd, const char* dq) {
+  if (!selected(k.name)) return;
+  const LayerConfig c = config_of(k);
+  const int B = k.batch, S = k.seq;
+  INFO("case " << k.name << ": DSKC_ATTN_STORE=tma vs rows, DSKC_ATTN_BWD=" << bwd << " DSKC_ATTN_DQ=" << dq
+               << ", B=" << B << " S=" << S << " " << dtype_name(c.dtype()));
+  const Progress progress(std::string(k.name) + " tma vs rows stores, " + bwd + " " + dq);
+  Context ctx;
+  const auto params = rounded_params(c, 16, 85);
+  auto [x, dy, mask] = inputs_of(k, c.hidden_size, c.dtype(), 17, 18);
+  const dskc_test::ScopedEnv env_bwd("DSKC_ATTN_BWD", bwd);
+  Result r[2];
+  for (int i = 0; i < 2; ++i) {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_STORE", i == 0 ? "rows" : "tma");
+    r[i] = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, "kernel", false, dq, true);
+  }
+  REQUIRE(r[1].fused);
+  if (!r[1].fwd_wgmma || !r[1].bwd_wgmma) {
+    MESSAGE("this GPU is not sm_90: the layer has no wgmma attention kernels");
+    return;
+  }
+  CHECK_FALSE(r[0].tma_stores);
+  CHECK(r[1].tma_stores);
+  CHECK(r[1].dq_fused == (std::strcmp(dq, "fused") == 0 && k.max_seq <= 128));
+  CHECK(r[1].ctx == r[0].ctx);
+  CHECK(r[1].lse == r[0].lse);
+  CHECK(r[1].out == r[0].out);
+  CHECK(r[1].dqkv == r[0].dqkv);
+  CHECK(r[1].dx == r[0].dx);
+  for (const auto& [name, g] : r[0].grads) CHECK_MESSAGE(r[1].grads.at(name) == g, "grad_" << name << " differs");
+}
+
+TEST_CASE("wgmma attention kernels: outputs stored by TMA (DSKC_ATTN_STORE=tma) and by 4-byte stores are "
+          "bitwise equal") {
+  dskc_test::require_gpu();
+  const std::pair<const char*, const char*> variants[] = {{"wgmma", "fused"}, {"wgmma2", "fused"}, {"wgmma", "gemm"}};
+  for (const auto& [bwd, dq] : variants) {
+    check_tma_vs_rows({"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, bwd, dq);
+    check_tma_vs_rows({"d64-s1", 3, 16, 1, 256, 4, DType::F16, true, 0.1, false}, bwd, dq);
+    check_tma_vs_rows({"d64-s33-bf16", 2, 40, 33, 256, 4, DType::BF16, false, 0.2, true}, bwd, dq);
+    check_tma_vs_rows({"d64-m128-s50", 2, 128, 50, 256, 4, DType::F16, true, 0.1, true}, bwd, dq);
+    check_tma_vs_rows({"d64-m128-s65-adc", 3, 128, 65, 256, 4, DType::BF16, true, 0.1, true, true}, bwd, dq);
+    check_tma_vs_rows({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, bwd, dq);
+    check_tma_vs_rows({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, bwd, dq);
   }
 }
