@@ -111,3 +111,15 @@ s44_main_sources() {
     patch -s build-gpu/s44/main_$n.cu < exp/s44/main_$n.diff || exit 1
   done
 }
+# One step's Nsight Compute kernel list under DSKC_ATTN_STORE=V (bench/NOTES.md v44) of the layer with
+# max_seq N (128 / 512), round R, into $OUT/kernels_V_N_R.txt, and one line: attn_flash_fwd,
+# attn_flash_bwd_dkdv and the step's sum. store_ab N V R
+store_ab() {
+  local n=$1 v=$2 r=$3 L=$L128 k
+  [ "$1" = 512 ] && L=$L512
+  k="$OUT/kernels_${v}_${n}_$r.txt"
+  ncu_step "DSKC_ATTN_STORE=$v" $L ${v}_${n}_$r > /dev/null
+  python3 exp/ncu_step.py "$OUT/ncu_${v}_${n}_$r.csv" > "$k" 2>&1
+  echo "$n $v $r $(grep -E ' attn_flash_fwd$' "$k" | awk '{print "fwd", $1}') $(grep -E ' attn_flash_bwd_dkdv$' "$k" | awk '{print "dkdv", $1}') $(tail -1 "$k" | awk '{print "sum", $1}')"
+  rm -f "$OUT/ncu_${v}_${n}_$r.csv"
+}
