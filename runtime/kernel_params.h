@@ -108,7 +108,7 @@ struct AttnFlashBwd {
 struct AttnFlashBwdWg {
   CUtensorMap qkv, dctx, ds, ctx;  // ds: plan attn_dq_gemm only; ctx (O): attn_dot_in_dkdv only
   CUtensorMap dq_acc;              // fp32 [B][S][H]: plan attn_dq_reduce only
-  CUtensorMap dqkv_out;            // grad_qkv [B][S][3H]: plan attn_tma_stores only
+  CUtensorMap dqkv_out;            // grad_qkv [B][S][3H]: plan attn_tma_stores with attn_dq_fused only
   Ptr mask;
   const float *lse, *dot;
   const uint32_t* bits;

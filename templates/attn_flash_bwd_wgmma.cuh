@@ -222,14 +222,15 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   // second half's keys are all past S, its share is zero, and the first half stores dQ alone.
   [[maybe_unused]] float dq[32];
   [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
-  // kAttnTmaStores: the warpgroup's dQ tile is staged in the last Q/dO stage (its Q slot, or its dO
-  // slot for the second warpgroup), which kDqFused's at most two query tiles never load.
-  static_assert(!kDqFused || F::kStages > 2, "fused dQ: a free Q/dO stage for the dQ tile");
-  [[maybe_unused]] const uint32_t dq_tile = base + F::kStage0 + (2 * (F::kStages - 1) + c) * F::kTileBytes;
   // The outputs by TMA stores (kAttnTmaStores) where the block holds every key of its head (kDqFused:
   // at (64,128) the kernel 0.083 → 0.070 ms); the dQ GEMM form keeps the 4-byte stores, which measured
   // faster there (at (16,512) 0.134 against 0.147 ms with TMA stores; bench/NOTES.md v44).
   constexpr bool kTmaOut = kAttnTmaStores && kDqFused;
+  // kTmaOut: the warpgroup's dQ tile is staged in the last Q/dO stage (its Q slot, or its dO slot for
+  // the second warpgroup), which kDqFused's at most two query tiles never load; the tile it holds is
+  // the half's last, (tiles − 1 + part) % tiles.
+  static_assert(!kDqFused || F::kStages > 2, "fused dQ: a free Q/dO stage for the dQ tile");
+  [[maybe_unused]] const uint32_t dq_tile = base + F::kStage0 + (2 * (F::kStages - 1) + c) * F::kTileBytes;
   // kDqReduce: this thread's dq (rows 16w + g (+8), columns 8n + 2t (+1)) into the staging boxes (box
   // n / 4 holds columns 32(n / 4) ..; in a 128-byte row, 16-byte chunk 2(n % 4) + t / 2 is stored at
   // chunk ^ (row % 8), row % 8 = g: conflict-free 8-byte stores), then the two reductions of query
@@ -459,9 +460,9 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::warpgroup_sync(c);
     if (tid == 0) {
       reduce_dq(tiles - 1);
-      if constexpr (!kTmaOut) sm90::tma_store_wait<0>();
+      sm90::tma_store_wait<0>();
     }
-  } else if (!kTmaOut && tid == 0) {
+  } else if (tid == 0) {
     sm90::tma_store_wait<0>();
   }
 
@@ -484,9 +485,8 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
         sm90::tma_store_3d(&p.dqkv_out, k_tile, kHidden + h * kHeadDim, j, b);
         sm90::tma_store_3d(&p.dqkv_out, v_tile, 2 * kHidden + h * kHeadDim, j, b);
       }
-      if constexpr (kDqFused)
-        if (tiles == 2 || part == 0)
-          sm90::tma_store_3d(&p.dqkv_out, dq_tile, h * kHeadDim, (tiles - 1 + part) % tiles * F::kQueries, b);
+      if (tiles == 2 || part == 0)
+        sm90::tma_store_3d(&p.dqkv_out, dq_tile, h * kHeadDim, (tiles - 1 + part) % tiles * F::kQueries, b);
       sm90::tma_store_commit();
       sm90::tma_store_wait_read<0>();
     }
