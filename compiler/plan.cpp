@@ -147,13 +147,15 @@ AttnDq attn_dq_from_env() {
                      {"kernel", AttnDq::Kernel},
                      {"atomic", AttnDq::Atomic},
                      {"fused", AttnDq::Fused},
-                     {"reduce", AttnDq::Reduce}},
+                     {"reduce", AttnDq::Reduce},
+                     {"ring", AttnDq::Ring}},
                     "\"fused\" (the default: on Hopper at sequences up to 128 the wgmma dK/dV kernel computes dQ "
                     "too; elsewhere as gemm), \"gemm\" (attn_flash_bwd_dkdv stores "
                     "dS and one batched GEMM computes dQ), \"kernel\" (attn_flash_bwd_dq recomputes P and dS per "
                     "query tile), \"atomic\" (stochastic_mode only: attn_flash_bwd_dkdvdq adds dQ shares with fp32 "
-                    "atomics) or \"reduce\" (stochastic_mode only: the wgmma dK/dV kernel adds dQ shares by TMA "
-                    "reductions)");
+                    "atomics), \"reduce\" (stochastic_mode only: the wgmma dK/dV kernel adds dQ shares by TMA "
+                    "reductions) or \"ring\" (as fused, and from 129 to 512 keys the wgmma kernel's blocks pass "
+                    "the partial dQ sums around a ring of up to 8 blocks)");
 }
 
 AttnBwd attn_bwd_from_env() {
@@ -176,10 +178,13 @@ int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused, int cluster, bool dq_reduce)
   // warpgroup, (fused dQ with two key halves) one 64 x 64 fp32 dQ share per warpgroup of a block of
   // two or one per block of a cluster, the key mask, a counter per stage, 4 barriers.
   const int tile = 64 * 128, stages = 3, keys = 64 * wgs, row_bytes = (2 + 2 * wgs) * 64 * 4;
+  // The ring (cluster > 2): one dS region, two partial-sum slots and their full / empty barriers.
   const int share = 64 * 64 * 4;
-  const int xchg = dq_reduce ? share : !dq_fused ? 0 : wgs == 2 ? 2 * share : cluster == 2 ? share : 0;
-  return 1024 + 2 * wgs * tile + stages * 2 * tile + 2 * wgs * tile + stages * row_bytes + xchg + keys * 4 +
-         (4 * stages + 7) / 8 * 8 + 8 * (stages + 1);
+  const bool ring = cluster > 2;
+  const int regions = ring ? 1 : 2 * wgs;
+  const int xchg = dq_reduce ? share : ring ? 2 * share : !dq_fused ? 0 : wgs == 2 ? 2 * share : cluster == 2 ? share : 0;
+  return 1024 + 2 * wgs * tile + stages * 2 * tile + regions * tile + stages * row_bytes + xchg + keys * 4 +
+         (4 * stages + 7) / 8 * 8 + 8 * (stages + 1 + (ring ? 4 : 0));
 }
 
 AttnFwd attn_fwd_from_env() {
@@ -675,22 +680,29 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                         "(bitwise reproducible) does not use them");
       const bool dq_atomic = dq_src == AttnDq::Atomic;
       const bool wg_ok = bwd_src != AttnBwd::Sync && attn_bwd_wgmma_supported(c, opt.arch);
-      const bool dq_fused = dq_src == AttnDq::Fused && wg_ok && c.max_seq_length <= 128;
+      // AttnDq::Ring above 128 keys: one warpgroup per block, ceil(S/64) blocks per cluster (at most 8).
+      // Only when asked for: measured slower than the dQ GEMM at (16,512) (bench/NOTES.md v45: the dK/dV
+      // kernel 0.133 → 0.22 ms against the GEMM's 0.049).
+      const bool dq_ring = dq_src == AttnDq::Ring && wg_ok && bwd_src != AttnBwd::Wgmma2 &&
+                           c.max_seq_length > 128 && c.max_seq_length <= kAttnDqRingMaxSeq;
+      const bool dq_fused =
+          ((dq_src == AttnDq::Fused || dq_src == AttnDq::Ring) && wg_ok && c.max_seq_length <= 128) || dq_ring;
       // stochastic_mode, when asked for: dQ shares by TMA reductions in the one-warpgroup wgmma kernel.
       // Not its default: measured slower than the dQ GEMM at (16,512) (bench/NOTES.md v41: the dK/dV
       // kernel +0.034 ms with the reductions and the dS·K products, against the GEMM's 0.049 ms).
       const bool dq_reduce = wg_ok && bwd_src != AttnBwd::Wgmma2 && dq_src == AttnDq::Reduce;
       const bool dq_gemm = !dq_reduce && (dq_src == AttnDq::Gemm || dq_src == AttnDq::Reduce ||
-                                          (dq_src == AttnDq::Fused && !dq_fused));
+                                          ((dq_src == AttnDq::Fused || dq_src == AttnDq::Ring) && !dq_fused));
       plan.attn_dq_atomic = dq_atomic;
       plan.attn_dq_reduce = dq_reduce;
       plan.attn_dq_gemm = dq_gemm;
       plan.attn_dq_fused = dq_fused;
+      plan.attn_dq_ring = dq_ring;
       // Fused dQ above 64 keys: two key halves, the blocks of a cluster (wgmma) or the warpgroups of
       // one block (wgmma2).
       const bool halves = dq_fused && c.max_seq_length > 64;
       const int wgs = bwd_src == AttnBwd::Wgmma2 && (!dq_fused || halves) ? 2 : 1;
-      plan.attn_dot_in_dkdv = dq_fused && wgs == 1;
+      plan.attn_dot_in_dkdv = dq_fused && wgs == 1 && !dq_ring;
       // The backward kernels always read keep bits (no Philox in them); under attn_dropout_checkpoint
       // attn_dropout_bits_bwd first rewrites them into the workspace.
       const std::string re = std::string("P recomputed from Q, K and the logsumexp") +
@@ -732,11 +744,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                 "dS·K added into attn_dq_acc with fp32 atomics (order varies run to run); the head's last key tile "
                 "writes dQ into grad_qkv (" + re + ")");
       } else if ((dq_gemm || dq_fused || dq_reduce) && wg_ok) {
-        const int cluster = halves && wgs == 1 ? 2 : 1;
+        const int cluster = dq_ring ? (c.max_seq_length + 63) / 64 : halves && wgs == 1 ? 2 : 1;
         plan.attn_bwd_wgmma = true;
         plan.attn_bwd_wgs = wgs;
         plan.attn_bwd_cluster = cluster;
-        const std::string fused_arg = dq_reduce ? ", false, 1, true" : !dq_fused ? "" : cluster == 2 ? ", true, 2" : ", true";
+        const std::string fused_arg = dq_reduce  ? ", false, 1, true"
+                                      : dq_ring  ? fmt::format(", false, {}", cluster)
+                                      : !dq_fused ? ""
+                                      : cluster == 2 ? ", true, 2"
+                                                     : ", true";
         const std::string tile = fmt::format("FlashWgBwdTile<{}{}>", wgs, fused_arg);
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdWgParams",
                 fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}{}>", wgs, fused_arg), tile + "::kThreads",
@@ -746,6 +762,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                             wgs, wgs == 1 ? "" : "s",
                             dq_reduce      ? "dS·K into the fp32 accumulator attn_dq_acc by TMA reductions (stochastic_mode)"
                             : !dq_fused    ? "dSᵀ into grad_scores by TMA for the dQ GEMM"
+                            : dq_ring      ? fmt::format("dQ = dS·K/√d (clusters of {} blocks hold every key; each query "
+                                                         "tile's partial sum passed from block to block around a ring in "
+                                                         "distributed shared memory, a fixed order)",
+                                                         cluster)
                             : cluster == 2 ? "dQ = dS·K/√d (clusters of two blocks hold every key; the peer's share "
                                              "added from distributed shared memory) + D = rowsum(dO ⊙ O) (O by TMA)"
                             : wgs == 2     ? "dQ = dS·K/√d (the block holds every key; the warpgroups' shares added in "

@@ -190,6 +190,10 @@ struct LayerPlan {
   // block (wgmma2).
   bool attn_dq_fused = false;
   int attn_bwd_cluster = 1;
+  // attn_dq_fused above 128 keys (AttnDq::Ring): attn_bwd_cluster = ceil(max_seq_length / 64) blocks
+  // of 64 keys hold every key; each query tile's dQ is summed by passing the partial sums from block
+  // to block in a fixed order (templates/attn_flash_bwd_wgmma.cuh, kRing). D comes from attn_flash_bwd_dot.
+  bool attn_dq_ring = false;
   // attn_dq_fused with one warpgroup per block (FlashWgBwdTile::kDotFused): the wgmma kernel also
   // computes D = rowsum(dO ⊙ O) per query tile (O by TMA into its dSᵀ regions), so attn_flash_bwd_dot
   // runs only where it also rewrites the keep bits (attn_bits_bwd_in_dot); attn_row_dot stays unread.
@@ -271,6 +275,10 @@ enum class AttnDq {
   Reduce,           // stochastic_mode only: the wgmma dK/dV kernel (one warpgroup per block) adds each
                     // key tile's dQ share into an fp32 accumulator by TMA reductions, attn_dq_convert
                     // writes dQ (LayerPlan::attn_dq_reduce); where the wgmma kernel does not apply, as Gemm
+  Ring,             // as Fused up to 128 keys; from 129 to 512 (one warpgroup per block) the wgmma kernel's
+                    // blocks form clusters of ceil(S/64) that pass each query tile's partial dQ around a
+                    // ring in distributed shared memory (LayerPlan::attn_dq_ring; deterministic; not the
+                    // default: slower than the dQ GEMM at (16,512), bench/NOTES.md v45); elsewhere as Gemm
 };
 // Which kernel computes dK, dV (and dSᵀ) with the dQ GEMM (LayerPlan::attn_bwd_wgmma).
 enum class AttnBwd {
@@ -401,6 +409,9 @@ AttnBwd attn_bwd_from_env();
 bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
 // Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).
 int flash_wg_bwd_smem_bytes(int wgs, bool dq_fused = false, int cluster = 1, bool dq_reduce = false);
+// The most keys the ring form of the fused dQ (AttnDq::Ring) covers: 8 blocks of 64, the largest
+// portable cluster.
+constexpr int kAttnDqRingMaxSeq = 512;
 // Reads DSKC_ATTN_FWD (unset, "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"); any other value is an
 // Error(Config) naming the variable.
 AttnFwd attn_fwd_from_env();

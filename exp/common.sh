@@ -123,3 +123,20 @@ store_ab() {
   echo "$n $v $r $(grep -E ' attn_flash_fwd$' "$k" | awk '{print "fwd", $1}') $(grep -E ' attn_flash_bwd_dkdv$' "$k" | awk '{print "dkdv", $1}') $(tail -1 "$k" | awk '{print "sum", $1}')"
   rm -f "$OUT/ncu_${v}_${n}_$r.csv"
 }
+# One step's Nsight Compute kernel list of the layer with max_seq N (128 / 512) under the environment
+# ENV (may be empty), tagged TAG, round R, into $OUT/kernels_TAG_N_R.txt, and one line: the listed
+# KERNELS' durations (default: attn_flash_bwd_dkdv) and the step's sum. env_ab N TAG "ENV" R [KERNELS...]
+env_ab() {
+  local n=$1 tag=$2 envs=$3 r=$4 L=$L128 k name line
+  shift 4
+  [ "$n" = 512 ] && L=$L512
+  k="$OUT/kernels_${tag}_${n}_$r.txt"
+  ncu_step "$envs" $L ${tag}_${n}_$r > /dev/null
+  python3 exp/ncu_step.py "$OUT/ncu_${tag}_${n}_$r.csv" > "$k" 2>&1
+  line="$n $tag $r"
+  for name in "${@:-attn_flash_bwd_dkdv}"; do
+    line="$line $name $(grep -E " $name\$" "$k" | awk '{s += $1} END {printf "%.4f", s}')"
+  done
+  echo "$line sum $(tail -1 "$k" | awk '{print $1}')"
+  rm -f "$OUT/ncu_${tag}_${n}_$r.csv"
+}

@@ -36,6 +36,23 @@
 // and one thread adds into the fp32 accumulator [B][S][H] by two TMA reductions (32 columns each).
 // The additions of a head's key tiles into one element come in no fixed order: not bitwise
 // reproducible. attn_flash_bwd_dot zeroes the accumulator first, attn_dq_convert writes dQ after.
+// kRing (FlashWgBwdTile<1, false, N>, 3 <= N <= 8: sequences of 129 .. 512 keys, AttnDq::Ring): the N
+// blocks of a cluster hold every key of the head (64 each) and block r walks the query tiles in the
+// order r, r + 1, .. (mod the tile count T), so at each step the T blocks hold T different tiles. Each
+// computes its share dS·K of the step's tile (A = the dS region, as with kDqFused), adds the partial
+// sum that block r + 1 passed it for the same tile one step earlier (its shared memory, written by
+// r + 1 through distributed shared memory) and passes the result on to block r − 1; after T steps
+// block r holds tile r − 1's complete dQ and stores it. Every tile's sum runs in the same order (from
+// block q down), so dQ is bitwise reproducible; no dSᵀ store, no grad_scores, no dQ GEMM. The
+// hand-over is point to point: two 16 KB slots per block, each with a `full` mbarrier (armed by its
+// owner, completed by the sender's st.async transactions) and, in the sender, an `empty` mbarrier the
+// receiver's warps arrive on once they have read the slot. Not the default: at (16,512) the kernel takes
+// 0.220–0.229 ms against 0.133 ms + the dQ GEMM's 0.049 (0.180 with the hand-overs left out, so the dq
+// product alone costs about what the GEMM does; with a cluster barrier per step instead of the
+// mbarriers 0.250; bench/NOTES.md v45). One cluster
+// barrier before the first hand-over (every block started, its mbarriers initialized) and one split
+// around the end (no block leaves while a peer may still reach its shared memory). Blocks whose keys
+// lie past S (runtime S below the cluster's 64·N keys) only take part in the two cluster barriers.
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
@@ -51,8 +68,12 @@ struct FlashWgBwdTile {
   static_assert(kWG == 1 || kWG == 2, "one or two math warpgroups");
   static_assert(!kDqReduce || (kWG == 1 && !kDqFused && kCluster == 1),
                 "TMA-reduced dQ shares: one warpgroup per block, no fused dQ");
-  static_assert(kCluster == 1 || (kCluster == 2 && kWG == 1 && kDqFused),
-                "clusters of two one-warpgroup blocks exchange dQ shares (kDqFused)");
+  // The ring of kCluster blocks (see the top of the file); clusters of two exchange shares (kDqFused).
+  static constexpr bool kRing = kCluster > 2;
+  static_assert(kCluster == 1 || (kCluster == 2 && kWG == 1 && kDqFused) ||
+                    (kRing && kCluster <= 8 && kWG == 1 && !kDqFused && !kDqReduce),
+                "clusters of two one-warpgroup blocks exchange dQ shares (kDqFused); rings of 3 .. 8 blocks "
+                "pass them on");
   static constexpr int kThreads = 128 * kWG;
   static constexpr int kKeys = 64 * kWG;  // keys per block
   static constexpr int kQueries = 64;     // queries per stage
@@ -61,16 +82,20 @@ struct FlashWgBwdTile {
   static constexpr int kKV = 0;                                    // K, V of warpgroup c: tiles 2c, 2c + 1
   static constexpr int kStage0 = kKV + 2 * kWG * kTileBytes;       // stage s: Q, dO tiles
   static constexpr int kDs0 = kStage0 + kStages * 2 * kTileBytes;  // dSᵀ regions: 2 per warpgroup
+  // (kRing: one; it holds only the dq product's A operand, complete before the next step's stmatrix)
+  static constexpr int kRegions = kRing ? 1 : 2 * kWG;
   // Per stage, the query tile's L, D (fp32, as stored) and keep words (per query, the words of the
   // warpgroups' keys: 2 per warpgroup), copied by the refilling warp with cp.async (zero past S).
   static constexpr int kRowVals = 2 + 2 * kWG;                          // 4-byte values per query
-  static constexpr int kRows0 = kDs0 + 2 * kWG * kTileBytes;
+  static constexpr int kRows0 = kDs0 + kRegions * kTileBytes;
   static constexpr int kRowBytes = kRowVals * kQueries * 4;              // per stage
   // kDqFused with two key halves: the 64 x 64 fp32 dQ share handed over by the other half (two
   // warpgroups: one slot per warpgroup; a cluster of two blocks: the slot the peer block writes).
   // kDqReduce: the share staged for the TMA reductions (two 64-row x 128-byte boxes, 1024-aligned).
+  // kRing: two slots for the partial sums block r + 1 passes on (step k's into slot k % 2).
   static constexpr int kXchg0 = kRows0 + kStages * kRowBytes;
   static constexpr int kXchgBytes = kDqReduce ? 64 * 64 * 4
+                                    : kRing    ? 2 * 64 * 64 * 4
                                     : !kDqFused ? 0
                                     : kWG == 2  ? 2 * 64 * 64 * 4
                                     : kCluster == 2 ? 64 * 64 * 4
@@ -79,7 +104,7 @@ struct FlashWgBwdTile {
   static constexpr int kMask0 = kXchg0 + kXchgBytes;               // the block's key mask (fp32, × log2 e)
   static constexpr int kCount0 = kMask0 + kKeys * 4;               // per stage: warps done with it (mod 4·kWG)
   static constexpr int kBars0 = kCount0 + (4 * kStages + 7) / 8 * 8;  // mbarriers: 8-byte aligned
-  static constexpr int kBars = kStages + 1;  // full[s], kv
+  static constexpr int kBars = kStages + 1 + (kRing ? 4 : 0);  // full[s], kv (kRing: + its slots' full[2], empty[2])
   static_assert(kBars0 % 8 == 0, "mbarriers are 8-byte aligned");
   static constexpr int smem_bytes = 1024 + kBars0 + 8 * kBars;  // + 1024: aligning the dynamic base
   // Resident blocks per SM the kernel is built for (__launch_bounds__): 8 warps per SM.
@@ -112,11 +137,15 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   static_assert(sizeof(E) == 2, "wgmma attention runs on fp16/bf16 only");
   static_assert(kHeadDim == 64, "the wgmma attention backward is built for head dim 64 (128-byte tile rows)");
   using F = FlashWgBwdTile<kWG, kDqFused, kCluster, kDqReduce>;
+  constexpr bool kRing = F::kRing;
   extern __shared__ unsigned char attn_wg_smem[];
   const uint32_t base = (sm90::smem_u32(attn_wg_smem) + 1023u) & ~1023u;
   unsigned char* const smem_ptr = attn_wg_smem - sm90::smem_u32(attn_wg_smem);  // + a shared address = its pointer
   auto full = [&](int s) { return base + F::kBars0 + 8u * s; };
   const uint32_t kv_bar = base + F::kBars0 + 8u * F::kStages;
+  // kRing: slot s's full and empty barriers.
+  auto ring_full = [&](int s) { return base + F::kBars0 + 8u * (F::kStages + 1 + s); };
+  auto ring_empty = [&](int s) { return base + F::kBars0 + 8u * (F::kStages + 3 + s); };
   float* const mask_s = reinterpret_cast<float*>(smem_ptr + base + F::kMask0);
   int* const done_s = reinterpret_cast<int*>(smem_ptr + base + F::kCount0);
 
@@ -126,12 +155,27 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   const int tiles = (seq + F::kQueries - 1) / F::kQueries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // kDqFused: which of the two key halves of the sequence the warpgroup holds (its block's warpgroup
-  // index, or its block's rank in the cluster); 0 where one warpgroup holds every key.
-  const int part = kWG == 2 ? warp / 4 : kCluster == 2 ? static_cast<int>(blockIdx.x % 2) : 0;
+  // index, or its block's rank in the cluster); 0 where one warpgroup holds every key. kRing: the
+  // block's rank in the ring.
+  const int part = kWG == 2 ? warp / 4 : kCluster >= 2 ? static_cast<int>(blockIdx.x % kCluster) : 0;
+  if constexpr (kRing) {
+    // Keys all past S: no tile of the ring; the block still takes part in each of its barriers.
+    if (part >= tiles) {
+      sm90::cluster_arrive_relaxed();
+      sm90::cluster_wait();
+      sm90::cluster_arrive_release();
+      sm90::cluster_wait();
+      return;
+    }
+  }
+  // The query tile of step `it`: the halves (kDqFused) and the ring's blocks start at tile `part`.
+  auto tile_of = [&](int it) { return kDqFused || kRing ? (it + part) % tiles : it; };
   // Q and dO of query tile `it` into stage it % kStages (one thread); kDotFused: O too, into the dSᵀ
   // region of the step that walks tile `it` (step (it − part) mod tiles = (it + part) % tiles).
-  auto load_stage = [&](int it) {
-    const int s = it % F::kStages;
+  // kRing: the stages go by step, not tile: step `it`'s tile into stage it % kStages.
+  auto load_stage = [&](int step) {
+    const int s = step % F::kStages;
+    const int it = kRing ? tile_of(step) : step;
     const uint32_t qt = base + F::kStage0 + 2 * s * F::kTileBytes;
     sm90::mbar_arrive_expect_tx(full(s), (F::kDotFused ? 3 : 2) * F::kTileBytes);
     sm90::tma_load_3d(qt, &p.qkv, full(s), h * kHeadDim, it * F::kQueries, b);
@@ -146,8 +190,9 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   const float* dot_g = p.dot + static_cast<size_t>(bh) * seq;
   const int words = (seq + 31) / 32;
   const uint32_t* bits_g = kDropout ? p.bits + static_cast<size_t>(bh) * seq * words : nullptr;
-  auto load_rows = [&](int it) {
-    const int s = it % F::kStages;
+  auto load_rows = [&](int step) {
+    const int s = step % F::kStages;
+    const int it = kRing ? tile_of(step) : step;
     const uint32_t dst = base + F::kRows0 + s * F::kRowBytes;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -170,6 +215,11 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       done_s[s] = 0;
     }
     sm90::mbar_init(kv_bar, 1);
+    if constexpr (kRing)
+      for (int s = 0; s < 2; ++s) {
+        sm90::mbar_init(ring_full(s), 1);   // the owner's expect_tx arrival + the sender's 16 KB
+        sm90::mbar_init(ring_empty(s), 4);  // the receiver's four warps
+      }
     sm90::mbar_init_fence();
     sm90::tma_prefetch_descriptor(&p.qkv);
     sm90::tma_prefetch_descriptor(&p.dctx);
@@ -196,6 +246,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   // Clusters: this block has started (the peer writes into its shared memory after waiting for this).
   if constexpr (kCluster == 2)
     if (tiles == 2) sm90::cluster_arrive_relaxed();
+  if constexpr (kRing) sm90::cluster_arrive_relaxed();  // (the ring's barrier 0)
 
   // ---- math warpgroup c: keys j0 + 64c + 16w + g (+8) ----
   const int c = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4, tid = threadIdx.x % 128;
@@ -223,12 +274,13 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   [[maybe_unused]] float dq[32];
   [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
   // The outputs by TMA stores (kAttnTmaStores) where the block holds every key of its head (kDqFused:
-  // at (64,128) the kernel 0.083 → 0.070 ms); the dQ GEMM form keeps the 4-byte stores, which measured
-  // faster there (at (16,512) 0.134 against 0.147 ms with TMA stores; bench/NOTES.md v44).
-  constexpr bool kTmaOut = kAttnTmaStores && kDqFused;
+  // at (64,128) the kernel 0.083 → 0.070 ms; kRing); the dQ GEMM form keeps the 4-byte stores, which
+  // measured faster there (at (16,512) 0.134 against 0.147 ms with TMA stores; bench/NOTES.md v44).
+  constexpr bool kTmaOut = kAttnTmaStores && (kDqFused || kRing);
   // kTmaOut: the warpgroup's dQ tile is staged in the last Q/dO stage (its Q slot, or its dO slot for
-  // the second warpgroup), which kDqFused's at most two query tiles never load; the tile it holds is
-  // the half's last, (tiles − 1 + part) % tiles.
+  // the second warpgroup), which kDqFused's at most two query tiles never load (kRing: every stage is
+  // free once the last products are complete); the tile it holds is the half's (or the ring block's)
+  // last, (tiles − 1 + part) % tiles.
   static_assert(!kDqFused || F::kStages > 2, "fused dQ: a free Q/dO stage for the dQ tile");
   [[maybe_unused]] const uint32_t dq_tile = base + F::kStage0 + (2 * (F::kStages - 1) + c) * F::kTileBytes;
   // kDqReduce: this thread's dq (rows 16w + g (+8), columns 8n + 2t (+1)) into the staging boxes (box
@@ -252,10 +304,48 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::tma_store_commit();
   };
 
+  // kRing: step k's share (dq, complete) plus the partial sum block part + 1 passed for the same tile
+  // at its step k − 1 (slot (k − 1) % 2), passed on into block part − 1's slot k % 2 (mod tiles)
+  // unless k is the last step. The read slot is handed back (its empty barrier in the sender) only
+  // if the sender fills it again, at its step k + 1; the pass into a slot used before waits until
+  // the receiver has read it (step k − 2's partial, read at the receiver's step k − 1).
+  [[maybe_unused]] auto ring_step = [&](int k) {
+    if (k == 0) sm90::cluster_wait();  // every block of the ring has started, its barriers initialized
+    if (k >= 1) {
+      const int s = (k - 1) & 1;
+      if (tid == 0) sm90::mbar_arrive_expect_tx(ring_full(s), 64 * 64 * 4);
+      sm90::mbar_wait_cluster(ring_full(s), ((k - 1) >> 1) & 1);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float4 o = xchg[(s * 8 + i) * 128 + tid];
+        dq[4 * i] += o.x;
+        dq[4 * i + 1] += o.y;
+        dq[4 * i + 2] += o.z;
+        dq[4 * i + 3] += o.w;
+      }
+      if (k + 1 <= tiles - 2) {
+        __syncwarp();
+        if (lane == 0) sm90::mbar_arrive_remote(ring_empty(s), static_cast<uint32_t>((part + 1) % tiles));
+      }
+    }
+    if (k < tiles - 1) {
+      const int s = k & 1;
+      if (k >= 2) sm90::mbar_wait_cluster(ring_empty(s), ((k >> 1) - 1) & 1);
+      const uint32_t to = static_cast<uint32_t>((part + tiles - 1) % tiles);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        sm90::st_async_f4(sm90::smem_u32(xchg + (s * 8 + i) * 128 + tid), ring_full(s), to,
+                          make_float4(dq[4 * i], dq[4 * i + 1], dq[4 * i + 2], dq[4 * i + 3]));
+    } else {
+      sm90::cluster_arrive_release();  // this block's hand-overs are done (waited for at its end)
+    }
+  };
+
   for (int it = 0; it < tiles; ++it) {
-    const int tq = kDqFused ? (it + part) % tiles : it;  // the query tile of this step
-    const int i0 = tq * F::kQueries, stage = tq % F::kStages;
-    const uint32_t phase = (tq / F::kStages) & 1u;
+    const int tq = tile_of(it);  // the query tile of this step
+    const int slot = kRing ? it : tq;  // (which stage holds it, and the fill's phase)
+    const int i0 = tq * F::kQueries, stage = slot % F::kStages;
+    const uint32_t phase = (slot / F::kStages) & 1u;
     const uint32_t q_tile = base + F::kStage0 + 2 * stage * F::kTileBytes, do_tile = q_tile + F::kTileBytes;
     sm90::mbar_wait(full(stage), phase);
     sm90::wgmma_fence();
@@ -298,7 +388,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::fence_operands(dpt);
     sm90::fence_operands(dk);
     sm90::fence_operands(dv);
-    if constexpr (kDqReduce) sm90::fence_operands(dq);  // the previous tile's share (complete with this wait)
+    if constexpr (kDqReduce || kRing) sm90::fence_operands(dq);  // the previous tile's share (complete with this wait)
     if constexpr (kDqFused) {
       // The first tile's dQ share (complete with this wait) to the other half (two tiles).
       sm90::fence_operands(dq);
@@ -364,11 +454,15 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dk, sa[kk], sm90::wgmma_desc_mn128(q_tile + 2048 * kk));
     sm90::wgmma_commit();
+    // kRing: the previous step's share on around the ring while the dV/dK products run (before this
+    // step's dq product overwrites it).
+    if constexpr (kRing)
+      if (it >= 1) ring_step(it - 1);
 
     // dSᵀ of the tile into region it % 2 (free once the store issued two tiles ago has read it), then
     // by TMA. (Per-warp 64 x 16 stores without the two warpgroup barriers measured no faster.)
     // kDqFused: no store; the region is the M-major A operand of the tile's dQ share dS·K instead.
-    const uint32_t region = base + F::kDs0 + (2 * c + (it & 1)) * F::kTileBytes;
+    const uint32_t region = kRing ? base + F::kDs0 : base + F::kDs0 + (2 * c + (it & 1)) * F::kTileBytes;
     if constexpr (kDqReduce) {
       // The previous tile's share into the staging boxes, once the reductions issued a step ago have
       // read them; its reductions go out after the barrier below.
@@ -379,7 +473,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
         }
         stage_dq();
       }
-    } else if (!kDqFused && it >= 2) {
+    } else if (!kDqFused && !kRing && it >= 2) {
       if (tid == 0) sm90::tma_store_wait_read<1>();
       sm90::warpgroup_sync(c);
     }
@@ -388,7 +482,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     sm90::warpgroup_sync(c);
     if constexpr (kDqReduce)
       if (it >= 1 && tid == 0) reduce_dq(it - 1);
-    if constexpr (kDqFused || kDqReduce) {
+    if constexpr (kDqFused || kDqReduce || kRing) {
       // dq = dS·K over the warpgroup's 64 keys: A = dS read M-major from the region (row = key),
       // B = K read N-major (row = key).
       sm90::wgmma_fence();
@@ -405,11 +499,14 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   sm90::wgmma_wait<0>();
   sm90::fence_operands(dk);
   sm90::fence_operands(dv);
-  if constexpr (kDqFused) {
+  if constexpr (kDqFused || kRing) {
     sm90::fence_operands(dq);
     // The last tile's share: with two tiles each half's last tile is the other's first, whose share
-    // is in this half's xchg slot once both have passed the barrier.
-    if constexpr (kWG == 2 || kCluster == 2) {
+    // is in this half's xchg slot once both have passed the barrier. kRing: the last step's share
+    // plus the partial of every other block (passed along the ring): tile part − 1's whole dQ.
+    if constexpr (kRing) {
+      ring_step(tiles - 1);
+    } else if constexpr (kWG == 2 || kCluster == 2) {
       if (tiles == 2) {
         if constexpr (kCluster == 2) {
           sm90::cluster_arrive_release();
@@ -428,7 +525,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
         }
       }
     }
-    if (tiles == 2 || part == 0) {
+    if (kRing || tiles == 2 || part == 0) {
       const int tq = (tiles - 1 + part) % tiles;
       if constexpr (kTmaOut) {
         uint32_t pk[4][4];
@@ -485,7 +582,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
         sm90::tma_store_3d(&p.dqkv_out, k_tile, kHidden + h * kHeadDim, j, b);
         sm90::tma_store_3d(&p.dqkv_out, v_tile, 2 * kHidden + h * kHeadDim, j, b);
       }
-      if (tiles == 2 || part == 0)
+      if (kRing || tiles == 2 || part == 0)
         sm90::tma_store_3d(&p.dqkv_out, dq_tile, h * kHeadDim, (tiles - 1 + part) % tiles * F::kQueries, b);
       sm90::tma_store_commit();
       sm90::tma_store_wait_read<0>();
@@ -505,6 +602,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       }
     }
   }
+  if constexpr (kRing) sm90::cluster_wait();  // every block of the ring is done with the others' shared memory
 #endif
 }
 

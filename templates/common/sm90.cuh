@@ -295,6 +295,44 @@ __device__ __forceinline__ void st_cluster_f4(uint32_t addr, uint32_t rank, floa
 #endif
 }
 
+// Point-to-point hand-over between the CTAs of a cluster: st_async_f4 writes 16 bytes into CTA
+// `rank`'s shared memory at this CTA's offset `addr` and completes 16 bytes of transactions on that
+// CTA's mbarrier at offset `bar` (which its owner armed with mbar_arrive_expect_tx); mbar_wait_cluster
+// waits on a local mbarrier that other CTAs complete or arrive on (acquire at cluster scope: their
+// writes are visible after it); mbar_arrive_remote arrives on CTA `rank`'s mbarrier at offset `bar`,
+// ordering this thread's earlier accesses before it (release at cluster scope).
+__device__ __forceinline__ void st_async_f4(uint32_t addr, uint32_t bar, uint32_t rank, float4 v) {
+#if DSKC_SM90A
+  uint32_t raddr, rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(raddr) : "r"(addr), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rbar) : "r"(bar), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(raddr),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)),
+               "r"(rbar)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+#if DSKC_SM90A
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
+#if DSKC_SM90A
+  uint32_t rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rbar) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rbar) : "memory");
+#endif
+}
+
 // Shared-memory matrix descriptor of a K-major, 128B-swizzled operand tile starting at `addr`.
 __device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |

@@ -2150,6 +2150,93 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
   }
 }
 
+TEST_CASE("DSKC_ATTN_DQ=ring: from 129 to 512 keys the wgmma dK/dV kernel's cluster blocks sum dQ around a ring") {
+  auto plan_for = [](LayerConfig c, int max_seq, AttnDq dq, const std::string& arch = "sm_90",
+                     AttnBwd bwd = AttnBwd::Wgmma) {
+    c.max_seq_length = max_seq;
+    return attn_bwd_plan(c, arch, bwd, dq);
+  };
+  for_each_fused_bert_large([&](const LayerConfig& c) {
+    for (int max_seq : {512, 509, 384, 300, 256, 193, 129}) {
+      CAPTURE(max_seq);
+      const LayerPlan r = plan_for(c, max_seq, AttnDq::Ring), g = plan_for(c, max_seq, AttnDq::Gemm);
+      const int blocks = (max_seq + 63) / 64;
+      CHECK(r.attn_dq_fused);
+      CHECK(r.attn_dq_ring);
+      CHECK_FALSE(r.attn_dq_gemm);
+      CHECK(r.attn_bwd_wgmma);
+      CHECK(r.attn_bwd_wgs == 1);
+      CHECK(r.attn_bwd_cluster == blocks);
+      // D from attn_flash_bwd_dot as with the GEMM: the same kernels (no gemm_attn_dq, which is cuBLAS),
+      // the same saved tensors, and no dSᵀ workspace.
+      CHECK_FALSE(r.attn_dot_in_dkdv);
+      CHECK_FALSE(g.attn_dq_ring);
+      CHECK(kernel_names(r) == kernel_names(g));
+      CHECK(r.activation_bytes() == g.activation_bytes());
+      const int64_t scores = int64_t{c.batch_size} * c.heads * max_seq * padded_seq(max_seq) * dtype_bytes(c.dtype());
+      CHECK(g.workspace_bytes(c.batch_size, max_seq) - r.workspace_bytes(c.batch_size, max_seq) == scores);
+      CHECK(std::none_of(r.workspace.begin(), r.workspace.end(), [](const auto& w) { return w.name == "grad_scores"; }));
+      const KernelInfo* k = r.find_kernel("attn_flash_bwd_dkdv");
+      REQUIRE(k);
+      const std::string args = fmt::format("1, false, {}", blocks);
+      CHECK(k->instantiation == "attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, " + args + ">");
+      CHECK(k->min_blocks == "FlashWgBwdTile<" + args + ">::kMinBlocks");
+      CHECK(k->smem_check == "FlashWgBwdTile<" + args + ">::smem_bytes");
+      CHECK(k->block == 128);
+      CHECK(k->rows_per_block == 64);
+      CHECK(k->cluster == blocks);
+      CHECK(k->dynamic_smem == flash_wg_bwd_smem_bytes(1, true, blocks));
+      CHECK(k->fuses.find("around a ring") != std::string::npos);
+      CHECK(emit(r).source.find(fmt::format("DSKC_CLUSTER_DIMS({}) attn_flash_bwd_dkdv(", blocks)) != std::string::npos);
+    }
+    // Up to 128 keys the ring is the fused dQ of one block or two.
+    for (int max_seq : {128, 100, 64, 1}) {
+      CAPTURE(max_seq);
+      const LayerPlan r = plan_for(c, max_seq, AttnDq::Ring), f = plan_for(c, max_seq, AttnDq::Fused);
+      CHECK(r.attn_dq_fused);
+      CHECK_FALSE(r.attn_dq_ring);
+      CHECK(emit(r).source == emit(f).source);
+    }
+  });
+  // Rings keep two blocks per SM: one dS region (no dSᵀ stores) and two 16 KB partial-sum slots.
+  const int share = 64 * 64 * 4, tile = 64 * 128;
+  CHECK(flash_wg_bwd_smem_bytes(1, true, 8) == flash_wg_bwd_smem_bytes(1) - tile + 2 * share + 4 * 8);
+  CHECK(flash_wg_bwd_smem_bytes(1, true, 3) == flash_wg_bwd_smem_bytes(1, true, 8));
+  CHECK(2 * (flash_wg_bwd_smem_bytes(1, true, 8) + 1024) <= 228 * 1024);
+  // Elsewhere the dQ GEMM: two warpgroups per block, the mma.sync kernel, other archs and head dims.
+  LayerConfig d128 = bert_large();
+  d128.heads = 8;
+  struct Off {
+    LayerConfig c;
+    int max_seq;
+    const char* arch;
+    AttnBwd bwd;
+  };
+  for (const Off& o : {Off{bert_large(), 200, "sm_90", AttnBwd::Wgmma2}, Off{bert_large(), 512, "sm_90", AttnBwd::Sync},
+                       Off{bert_large(), 512, "sm_80", AttnBwd::Wgmma}, Off{d128, 512, "sm_90", AttnBwd::Wgmma}}) {
+    CAPTURE(o.max_seq);
+    CAPTURE(o.arch);
+    const LayerPlan r = plan_for(o.c, o.max_seq, AttnDq::Ring, o.arch, o.bwd),
+                    g = plan_for(o.c, o.max_seq, AttnDq::Gemm, o.arch, o.bwd);
+    CHECK_FALSE(r.attn_dq_ring);
+    CHECK_FALSE(r.attn_dq_fused);
+    CHECK(r.attn_dq_gemm);
+    CHECK(emit(r).source == emit(g).source);
+  }
+  // Deterministic (a fixed order of additions), so stochastic_mode may use it too.
+  {
+    LayerConfig s = bert_large();
+    s.stochastic_mode = true;
+    CHECK(plan_for(s, 512, AttnDq::Ring).attn_dq_ring);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "ring");
+    CHECK(attn_dq_from_env() == AttnDq::Ring);
+  }
+  for (const char* bad : {"RING", "rings"})
+    check_env_error("DSKC_ATTN_DQ", bad, "ring", "fused", [] { attn_dq_from_env(); });
+}
+
 TEST_CASE("stochastic_mode on Hopper: dQ shares added by TMA reductions when asked for (DSKC_ATTN_DQ=reduce)") {
   auto plan_for = [](LayerConfig c, int max_seq, bool stochastic, AttnDq dq, const std::string& arch = "sm_90",
                      AttnBwd bwd = AttnBwd::Wgmma) {
@@ -2737,6 +2824,7 @@ struct ModuleCase {
   bool dq_kernel = false;    // DSKC_ATTN_DQ=kernel: attn_flash_bwd_dkdv without dSᵀ + attn_flash_bwd_dq
   bool dq_atomic = false;    // DSKC_ATTN_DQ=atomic (with stochastic): the single pass attn_flash_bwd_dkdvdq
   bool dq_fused = false;     // DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel (sm_90, S <= 128)
+  bool dq_ring = false;      // DSKC_ATTN_DQ=ring: above 128 keys the ring of cluster blocks (sm_90, S <= 512)
   int fwd_stages = 1;        // PlanOptions::attn_fwd_stages (2: attn_flash_fwd's two K/V buffers where they fit)
   AttnBwd attn_bwd = AttnBwd::FromEnvironment;  // sm_90, head dim 64: the wgmma dK/dV kernel by default
   AttnFwd attn_fwd = AttnFwd::FromEnvironment;  // sm_90, head dim 64, bits or no dropout: the wgmma forward
@@ -2765,6 +2853,7 @@ void compile_module(const ModuleCase& mc) {
   PlanOptions opt{mc.unfused ? AttentionPath::Unfused : AttentionPath::FusedWhereSupported,
                   mc.mask_kernel ? AttnMask::Kernel : AttnMask::Inline, mc.dq_kernel   ? AttnDq::Kernel
                   : mc.dq_atomic ? AttnDq::Atomic
+                  : mc.dq_ring   ? AttnDq::Ring
                   : mc.dq_fused  ? AttnDq::Fused
                                  : AttnDq::Gemm};
   opt.attn_fwd_stages = mc.fwd_stages;
@@ -2779,6 +2868,7 @@ void compile_module(const ModuleCase& mc) {
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
   if (mc.dgrad_gemm == DgradGemm::Sm90) REQUIRE(plan.dgrad_gemm_sm90);
   if (mc.dq_fused) REQUIRE(plan.attn_dq_fused);
+  if (mc.dq_ring) REQUIRE(plan.attn_dq_ring);
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -3052,6 +3142,13 @@ TEST_CASE("DSKC_ATTN_STORE: TMA output stores of the wgmma attention kernels (de
          .mask_kernel = true, .attn_store = st},
         {.hidden = 256, .heads = 4, .seq = 200, .dtype = F16, .arch = "sm_90", .mask_kernel = true,
          .attn_bwd = AttnBwd::Wgmma2, .attn_store = st},
+        // The ring of cluster blocks (DSKC_ATTN_DQ=ring): 8, 4 and 3 blocks.
+        {.hidden = 1024, .heads = 16, .seq = 512, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .dq_ring = true,
+         .attn_store = st},
+        {.hidden = 256, .heads = 4, .seq = 256, .dtype = BF16, .arch = "sm_90", .flags = kAttnCkpt,
+         .mask_kernel = true, .dq_ring = true, .attn_store = st},
+        {.hidden = 256, .heads = 4, .seq = 150, .dtype = F16, .arch = "sm_90", .attn_drop = 0.0, .mask_kernel = true,
+         .dq_ring = true, .attn_store = st},
     };
     for (const auto& mc : cases) compile_module(mc);
   }

@@ -100,6 +100,7 @@ struct Result {
   std::map<std::string, std::vector<float>> grads;
   bool fused = false, saves_bits = false, dq_atomic = false, dq_gemm = false, dq_fused = false;
   bool dq_reduce = false;  // stochastic_mode's TMA-reduced dQ shares (plan attn_dq_reduce)
+  bool dq_ring = false;    // the fused dQ summed around a ring of cluster blocks (plan attn_dq_ring)
   bool dot_in_dkdv = false;  // D = rowsum(dO ⊙ O) inside the wgmma dK/dV kernel (no attn_flash_bwd_dot)
   int fwd_stages = 0;  // the plan's attn_fwd_stages
   bool fwd_wgmma = false;  // the plan's attn_fwd_wgmma (attn_flash_fwd on warpgroup MMA)
@@ -145,6 +146,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.dq_gemm = layer.plan().attn_dq_gemm;
   r.dq_fused = layer.plan().attn_dq_fused;
   r.dq_reduce = layer.plan().attn_dq_reduce;
+  r.dq_ring = layer.plan().attn_dq_ring;
   r.dot_in_dkdv = layer.plan().attn_dot_in_dkdv;
   r.fwd_stages = layer.plan().attn_fwd_stages;
   r.fwd_wgmma = layer.plan().attn_fwd_wgmma;
@@ -273,10 +275,14 @@ void check_case(const Case& k, bool verbose) {
   CHECK(f.dq_reduce == (sto_reduce && f.bwd_wgmma));
   // The default (DSKC_ATTN_DQ=fused): dQ in the wgmma kernel where it applies, elsewhere (and with
   // DSKC_ATTN_DQ=gemm) from dSᵀ by a batched GEMM.
+  // DSKC_ATTN_DQ=ring: the same up to 128 keys, and from 129 to 512 the ring of one-warpgroup blocks.
   const bool fused_dq_src = !k.dq_src || std::strcmp(k.dq_src, "fused") == 0;
-  CHECK(f.dq_fused == (!k.stochastic && fused_dq_src && f.bwd_wgmma && k.max_seq <= 128));
+  const bool ring_src = k.dq_src && std::strcmp(k.dq_src, "ring") == 0;
+  const bool ring = ring_src && f.bwd_wgmma && f.bwd_wgs == 1 && k.max_seq > 128 && k.max_seq <= 512;
+  CHECK(f.dq_fused == ((!k.stochastic && (fused_dq_src || ring_src) && f.bwd_wgmma && k.max_seq <= 128) || ring));
+  CHECK(f.dq_ring == ring);
   CHECK(f.dq_gemm == !(f.dq_atomic || f.dq_fused || f.dq_reduce));
-  CHECK(f.dot_in_dkdv == (f.dq_fused && f.bwd_wgs == 1));
+  CHECK(f.dot_in_dkdv == (f.dq_fused && f.bwd_wgs == 1 && !ring));
   CHECK_FALSE(u.dq_atomic);
   CHECK(f.saves_bits == (k.attn_p > 0 && !k.adc));
   CHECK(f.bits.empty() == (k.attn_p == 0));
@@ -714,14 +720,19 @@ void check_grads_vs_sync(const Case& k, const Result& a, const Result& w, const 
 // With dq = "fused" (DSKC_ATTN_DQ=fused) the wgmma kernel also computes dQ where its warpgroups cover
 // every key (max_seq <= 128: one warpgroup up to 64; above, two 64-key halves: the blocks of a cluster
 // with wgmma, the warpgroups of one block with wgmma2; also with S <= 64 there, where the second half's
-// keys are all past S), else the dQ GEMM stays; `wgs` 0 = as the plan picks then.
+// keys are all past S), else the dQ GEMM stays; `wgs` 0 = as the plan picks then. With dq = "ring"
+// (DSKC_ATTN_DQ=ring) the same up to 128 keys, and from 129 to 512 with one warpgroup per block the
+// ring of ceil(max_seq/64) cluster blocks (D from attn_flash_bwd_dot); grad_qkv is then filled with NaN
+// before the backward, so an element the ring's blocks do not write shows.
 void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs, const char* dq = nullptr) {
   if (!selected(k.name)) return;
   const LayerConfig c = config_of(k);
   const DType t = c.dtype();
   const int B = k.batch, S = k.seq, H = c.hidden_size;
-  const bool fused_dq = dq && std::strcmp(dq, "fused") == 0 && k.max_seq <= 128;
-  const bool halves = fused_dq && k.max_seq > 64;
+  const bool ring_src = dq && std::strcmp(dq, "ring") == 0;
+  const bool ring = ring_src && std::strcmp(variant, "wgmma") == 0 && k.max_seq > 128 && k.max_seq <= 512;
+  const bool fused_dq = (dq && (std::strcmp(dq, "fused") == 0 || ring_src) && k.max_seq <= 128) || ring;
+  const bool halves = fused_dq && !ring && k.max_seq > 64;
   if (dq && wgs == 0) wgs = std::strcmp(variant, "wgmma2") == 0 && (!fused_dq || halves) ? 2 : 1;
   INFO("case " << k.name << ": DSKC_ATTN_BWD=" << variant << (dq ? " DSKC_ATTN_DQ=" : "") << (dq ? dq : "")
                << " vs sync, B=" << B << " S=" << S << " "
@@ -738,7 +749,7 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs, const char
   }
   {
     const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", variant);
-    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", true, dq);
+    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", true, dq, ring_src);
   }
   REQUIRE(a.fused);
   REQUIRE_FALSE(a.bwd_wgmma);
@@ -749,14 +760,15 @@ void check_wgmma_vs_sync(const Case& k, const char* variant, int wgs, const char
   CHECK(w[0].bwd_wgs == wgs);
   CHECK(w[0].dq_fused == fused_dq);
   CHECK(w[0].dq_gemm == !fused_dq);
-  CHECK(w[0].bwd_cluster == (halves && wgs == 1 ? 2 : 1));
-  CHECK(w[0].dot_in_dkdv == (fused_dq && wgs == 1));
+  CHECK(w[0].dq_ring == ring);
+  CHECK(w[0].bwd_cluster == (ring ? (k.max_seq + 63) / 64 : halves && wgs == 1 ? 2 : 1));
+  CHECK(w[0].dot_in_dkdv == (fused_dq && wgs == 1 && !ring));
   CHECK(w[0].out == a.out);
   CHECK(w[0].lse == a.lse);
   CHECK(w[0].bits == a.bits);
   CHECK(w[1].dqkv == w[0].dqkv);
   CHECK(w[1].dx == w[0].dx);
-  const std::string label = std::string(variant) + (fused_dq ? " fused dQ" : "");
+  const std::string label = std::string(variant) + (ring ? " ring dQ" : fused_dq ? " fused dQ" : "");
   check_grads_vs_sync(k, a, w[0], w[1], label.c_str());
 }
 
@@ -896,7 +908,9 @@ void check_tma_vs_rows(const Case& k, const char* bwd, const char* dq) {
   }
   CHECK_FALSE(r[0].tma_stores);
   CHECK(r[1].tma_stores);
-  CHECK(r[1].dq_fused == (std::strcmp(dq, "fused") == 0 && k.max_seq <= 128));
+  const bool ring = std::strcmp(dq, "ring") == 0 && std::strcmp(bwd, "wgmma") == 0 && k.max_seq > 128;
+  CHECK(r[1].dq_ring == ring);
+  CHECK(r[1].dq_fused == (((std::strcmp(dq, "fused") == 0 || std::strcmp(dq, "ring") == 0) && k.max_seq <= 128) || ring));
   CHECK(r[1].ctx == r[0].ctx);
   CHECK(r[1].lse == r[0].lse);
   CHECK(r[1].out == r[0].out);
@@ -918,4 +932,36 @@ TEST_CASE("wgmma attention kernels: outputs stored by TMA (DSKC_ATTN_STORE=tma) 
     check_tma_vs_rows({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, bwd, dq);
     check_tma_vs_rows({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, bwd, dq);
   }
+}
+
+// DSKC_ATTN_DQ=ring: from 129 to 512 keys the wgmma dK/dV kernel's blocks (64 keys each, clusters of
+// ceil(max_seq/64)) sum each query tile's dQ by passing it around a ring (templates/attn_flash_bwd_wgmma.cuh,
+// kRing). Against the mma.sync kernel (dQ, dK, dV and every gradient within rounding, a rerun bitwise equal,
+// grad_qkv poisoned first), the unfused path and the CPU reference, and its TMA stores against its 4-byte
+// stores (bitwise). Rings of 3, 4, 6 and 8 blocks; sequences shorter than the ring (S = 100 and 1 at
+// max_seq 512: blocks wholly past S that only take part in the barriers, rings of 2 and 1), partial tiles,
+// masks, dropout on and off, attn_dropout_checkpoint, fp16 and bf16, Pre- and Post-LN; with two warpgroups
+// per block (wgmma2) the dQ GEMM stays above 128 keys.
+TEST_CASE("fused dQ around a ring of cluster blocks (DSKC_ATTN_DQ=ring) vs the mma.sync kernel, the unfused path "
+          "and the CPU reference; TMA and 4-byte stores bitwise equal") {
+  dskc_test::require_gpu();
+  const Case cases[] = {
+      {"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true},
+      {"d64-s512-bf16", 2, 512, 512, 256, 4, DType::BF16, true, 0.1, true},
+      {"d64-m512-s100", 2, 512, 100, 256, 4, DType::F16, true, 0.1, true},
+      {"d64-m512-s1", 3, 512, 1, 128, 2, DType::F16, true, 0.1, false},
+      {"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true},
+      {"d64-m192-s129-nodrop", 2, 192, 129, 256, 4, DType::F16, false, 0.0, true},
+      {"d64-s381", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true},
+  };
+  for (const Case& k : cases) {
+    check_wgmma_vs_sync(k, "wgmma", 0, "ring");
+    check_tma_vs_rows(k, "wgmma", "ring");
+  }
+  check_wgmma_vs_sync({"d64-s200-wg2", 2, 256, 200, 256, 4, DType::F16, true, 0.1, true}, "wgmma2", 0, "ring");
+  const dskc_test::ScopedEnv env("DSKC_ATTN_BWD", "wgmma");
+  check_case({"d64-s509-ring", 1, 512, 509, 128, 2, DType::F16, true, 0.1, true, false, false, false, "ring"}, false);
+  check_case({"d64-s300-bf16-adc-ring", 2, 320, 300, 256, 4, DType::BF16, false, 0.1, true, true, false, false, "ring"},
+             false);
+  check_case({"d64-m256-s77-ring", 3, 256, 77, 256, 4, DType::F16, true, 0.1, true, false, false, false, "ring"}, false);
 }
