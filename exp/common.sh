@@ -51,14 +51,20 @@ ncu_step() {
   printf '%-40s %s\n' "$tag" "$(python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" --sum-only 2>&1)"
 }
 # compute-sanitizer on the fused wgmma attention-backward GPU cases of one DSKC_FLASH_CASE (log in
-# $OUT/san_CASE_TOOL.log), one line: flash_sanitize CASE TOOL [TIMEOUT [ENV=...]...].
+# $OUT/san_CASE_TOOL.log), one line: flash_sanitize CASE TOOL [TIMEOUT [ENV=...]...]; FLASH_TC picks
+# another test case (a doctest -tc pattern).
 flash_sanitize() {
   local case=$1 tool=$2 limit=${3:-100} cs log; shift $(( $# < 3 ? $# : 3 ))
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   log="$OUT/san_${case}_$tool.log"
   env DSKC_FLASH_CASE=$case "$@" timeout "$limit" $cs --tool $tool --error-exitcode 9 \
-    build-gpu/tests/gpu_test_flash_attention -tc="fused attention backward on warpgroup MMA*" > "$log" 2>&1
-  echo "$case $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+    build-gpu/tests/gpu_test_flash_attention -tc="${FLASH_TC:-fused attention backward on warpgroup MMA*}" > "$log" 2>&1
+  echo "$case $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $(grep -E 'assertions' "$log" | tail -1)"
+}
+# One flash GPU shard N by ctest (log in $OUT/ctest_LOG.log) and its summary: flash_shard N LOG LIMIT.
+flash_shard() {
+  (cd build-gpu && timeout "$3" ctest -R "gpu.test_flash_attention.$1\$" --timeout $(( $3 - 10 )) --output-on-failure) > "$OUT/ctest_$2.log" 2>&1
+  echo "ctest rc=$?"; grep -E "Test +#|tests passed|tests failed|ERROR" "$OUT/ctest_$2.log" | head -20
 }
 # All three memory flags, as dskc bench switches.
 FL_ALL="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"

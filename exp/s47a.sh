@@ -8,17 +8,9 @@
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
 el "flash shard 12 (ring)"
-(cd build-gpu && timeout 240 ctest -R "gpu.test_flash_attention.12$" --timeout 230 --output-on-failure) > $OUT/ctest_ring.log 2>&1
-echo "ctest rc=$?"; grep -E "Test +#|tests passed|tests failed|ERROR|rel difference" $OUT/ctest_ring.log | head -30
-grep -E "ring dQ" $OUT/ctest_ring.log | head -40
+flash_shard 12 ring 240
 el "sanitizers"
-CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for cs in "d64-m512-s100 memcheck" "d64-s509 memcheck" "d64-m192-s129-nodrop racecheck" "d64-m512-s100 racecheck"; do
-  set -- $cs
-  DSKC_FLASH_CASE=$1 timeout 120 $CS --tool $2 --error-exitcode 9 build-gpu/tests/gpu_test_flash_attention \
-    -tc="fused dQ around a ring*" > $OUT/san_$1_$2.log 2>&1
-  echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_$1_$2.log | tail -1) $(grep -E 'assertions' $OUT/san_$1_$2.log | tail -1)"
-done
+for cs in "d64-m512-s100 memcheck" "d64-s509 memcheck" "d64-m192-s129-nodrop racecheck" "d64-m512-s100 racecheck"; do FLASH_TC="fused dQ around a ring*" flash_sanitize $cs 120; done
 el "ncu: fused vs ring at (16,512)"
 K="attn_flash_bwd_dot attn_flash_bwd_dkdv nvjet_sm90_hsh_64x256_64x5_1x2_h_bz_ptrBatch_NTN"
 for r in 1 2 3; do

@@ -8,17 +8,9 @@
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
 el "flash shard 12 (ring)"
-(cd build-gpu && timeout 200 ctest -R "gpu.test_flash_attention.12$" --timeout 190 --output-on-failure) > $OUT/ctest_ring.log 2>&1
-echo "ctest rc=$?"; grep -E "Test +#|tests passed|tests failed|ERROR" $OUT/ctest_ring.log | head -20
-grep -E "ring dQ: dQ" $OUT/ctest_ring.log | head -8
+flash_shard 12 ring 200
 el "sanitizers"
-CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for cs in "d64-m512-s100 memcheck" "d64-s509 memcheck" "d64-m512-s100 racecheck" "d64-s381 racecheck"; do
-  set -- $cs
-  DSKC_FLASH_CASE=$1 timeout 100 $CS --tool $2 --error-exitcode 9 build-gpu/tests/gpu_test_flash_attention \
-    -tc="fused dQ around a ring*" > $OUT/san_$1_$2.log 2>&1
-  echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_$1_$2.log | tail -1) $(grep -E 'assertions' $OUT/san_$1_$2.log | tail -1)"
-done
+for cs in "d64-m512-s100 memcheck" "d64-s509 memcheck" "d64-m512-s100 racecheck" "d64-s381 racecheck"; do FLASH_TC="fused dQ around a ring*" flash_sanitize $cs 120; done
 el "ncu at (16,512)"
 mkdir -p build-gpu/s47
 DSKC_ATTN_DQ=ring build-gpu/dskc compile $L512 --arch sm_90 --emit cuda -o build-gpu/s47/ring_512.cu --manifest none > /dev/null

@@ -273,6 +273,17 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   // second half's keys are all past S, its share is zero, and the first half stores dQ alone.
   [[maybe_unused]] float dq[32];
   [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
+  // dq += the 64 x 64 fp32 share in xchg slot `slot` (this thread's 32 values, in its accumulator order).
+  [[maybe_unused]] auto add_share = [&](int slot) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float4 o = xchg[(slot * 8 + i) * 128 + tid];
+      dq[4 * i] += o.x;
+      dq[4 * i + 1] += o.y;
+      dq[4 * i + 2] += o.z;
+      dq[4 * i + 3] += o.w;
+    }
+  };
   // The outputs by TMA stores (kAttnTmaStores) where the block holds every key of its head (kDqFused:
   // at (64,128) the kernel 0.083 → 0.070 ms; kRing); the dQ GEMM form keeps the 4-byte stores, which
   // measured faster there (at (16,512) 0.134 against 0.147 ms with TMA stores; bench/NOTES.md v44).
@@ -315,14 +326,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
       const int s = (k - 1) & 1;
       if (tid == 0) sm90::mbar_arrive_expect_tx(ring_full(s), 64 * 64 * 4);
       sm90::mbar_wait_cluster(ring_full(s), ((k - 1) >> 1) & 1);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float4 o = xchg[(s * 8 + i) * 128 + tid];
-        dq[4 * i] += o.x;
-        dq[4 * i + 1] += o.y;
-        dq[4 * i + 2] += o.z;
-        dq[4 * i + 3] += o.w;
-      }
+      add_share(s);
       if (k + 1 <= tiles - 2) {
         __syncwarp();
         if (lane == 0) sm90::mbar_arrive_remote(ring_empty(s), static_cast<uint32_t>((part + 1) % tiles));
@@ -515,14 +519,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
           __syncthreads();
         }
         const int slot = kWG == 2 ? 1 - c : 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float4 o = xchg[(slot * 8 + i) * 128 + tid];
-          dq[4 * i] += o.x;
-          dq[4 * i + 1] += o.y;
-          dq[4 * i + 2] += o.z;
-          dq[4 * i + 3] += o.w;
-        }
+        add_share(slot);
       }
     }
     if (kRing || tiles == 2 || part == 0) {

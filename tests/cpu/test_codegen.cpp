@@ -2051,6 +2051,31 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
     check_env_error("DSKC_ATTN_BWD", bad, "wgmma", "sync", [] { attn_bwd_from_env(); });
 }
 
+// A layer where a fused dQ form does not apply (its max_seq_length, arch, DSKC_ATTN_BWD choice or head
+// dim): the plan with that DSKC_ATTN_DQ value is the dQ GEMM's, source and all.
+struct DqOff {
+  LayerConfig c;
+  int max_seq;
+  const char* arch;
+  AttnBwd bwd;
+};
+LayerConfig bert_large_d128() {
+  LayerConfig c = bert_large();
+  c.heads = 8;  // head dim 128
+  return c;
+}
+void check_dq_gemm_fallback(const DqOff& o, AttnDq dq) {
+  CAPTURE(o.max_seq);
+  CAPTURE(o.arch);
+  LayerConfig c = o.c;
+  c.max_seq_length = o.max_seq;
+  const LayerPlan f = attn_bwd_plan(c, o.arch, o.bwd, dq), g = attn_bwd_plan(c, o.arch, o.bwd, AttnDq::Gemm);
+  CHECK_FALSE(f.attn_dq_fused);
+  CHECK_FALSE(f.attn_dq_ring);
+  CHECK(f.attn_dq_gemm);
+  CHECK(emit(f).source == emit(g).source);
+}
+
 TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block covers every key (S <= 128), "
           "else the dQ GEMM") {
   auto plan_for = [](LayerConfig c, int max_seq, AttnDq dq, const std::string& arch = "sm_90",
@@ -2125,25 +2150,10 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
   CHECK(2 * (flash_wg_bwd_smem_bytes(1, true, 2) + 1024) <= 228 * 1024);
   // Elsewhere, the dQ GEMM as with DSKC_ATTN_DQ=gemm: longer sequences, the mma.sync kernel, other
   // archs and head dims.
-  LayerConfig d128 = bert_large();
-  d128.heads = 8;
-  struct Off {
-    LayerConfig c;
-    int max_seq;
-    const char* arch;
-    AttnBwd bwd;
-  };
-  for (const Off& o : {Off{bert_large(), 129, "sm_90", AttnBwd::Wgmma}, Off{bert_large(), 512, "sm_90", AttnBwd::Wgmma},
-                       Off{bert_large(), 128, "sm_90", AttnBwd::Sync}, Off{bert_large(), 128, "sm_80", AttnBwd::Wgmma},
-                       Off{d128, 128, "sm_90", AttnBwd::Wgmma}}) {
-    CAPTURE(o.max_seq);
-    CAPTURE(o.arch);
-    const LayerPlan f = plan_for(o.c, o.max_seq, AttnDq::Fused, o.arch, o.bwd),
-                    g = plan_for(o.c, o.max_seq, AttnDq::Gemm, o.arch, o.bwd);
-    CHECK_FALSE(f.attn_dq_fused);
-    CHECK(f.attn_dq_gemm);
-    CHECK(emit(f).source == emit(g).source);
-  }
+  for (const DqOff& o : {DqOff{bert_large(), 129, "sm_90", AttnBwd::Wgmma}, DqOff{bert_large(), 512, "sm_90", AttnBwd::Wgmma},
+                         DqOff{bert_large(), 128, "sm_90", AttnBwd::Sync}, DqOff{bert_large(), 128, "sm_80", AttnBwd::Wgmma},
+                         DqOff{bert_large_d128(), 128, "sm_90", AttnBwd::Wgmma}})
+    check_dq_gemm_fallback(o, AttnDq::Fused);
   {
     const dskc_test::ScopedEnv env("DSKC_ATTN_DQ", "fused");
     CHECK(attn_dq_from_env() == AttnDq::Fused);
@@ -2204,25 +2214,9 @@ TEST_CASE("DSKC_ATTN_DQ=ring: from 129 to 512 keys the wgmma dK/dV kernel's clus
   CHECK(flash_wg_bwd_smem_bytes(1, true, 3) == flash_wg_bwd_smem_bytes(1, true, 8));
   CHECK(2 * (flash_wg_bwd_smem_bytes(1, true, 8) + 1024) <= 228 * 1024);
   // Elsewhere the dQ GEMM: two warpgroups per block, the mma.sync kernel, other archs and head dims.
-  LayerConfig d128 = bert_large();
-  d128.heads = 8;
-  struct Off {
-    LayerConfig c;
-    int max_seq;
-    const char* arch;
-    AttnBwd bwd;
-  };
-  for (const Off& o : {Off{bert_large(), 200, "sm_90", AttnBwd::Wgmma2}, Off{bert_large(), 512, "sm_90", AttnBwd::Sync},
-                       Off{bert_large(), 512, "sm_80", AttnBwd::Wgmma}, Off{d128, 512, "sm_90", AttnBwd::Wgmma}}) {
-    CAPTURE(o.max_seq);
-    CAPTURE(o.arch);
-    const LayerPlan r = plan_for(o.c, o.max_seq, AttnDq::Ring, o.arch, o.bwd),
-                    g = plan_for(o.c, o.max_seq, AttnDq::Gemm, o.arch, o.bwd);
-    CHECK_FALSE(r.attn_dq_ring);
-    CHECK_FALSE(r.attn_dq_fused);
-    CHECK(r.attn_dq_gemm);
-    CHECK(emit(r).source == emit(g).source);
-  }
+  for (const DqOff& o : {DqOff{bert_large(), 200, "sm_90", AttnBwd::Wgmma2}, DqOff{bert_large(), 512, "sm_90", AttnBwd::Sync},
+                         DqOff{bert_large(), 512, "sm_80", AttnBwd::Wgmma}, DqOff{bert_large_d128(), 512, "sm_90", AttnBwd::Wgmma}})
+    check_dq_gemm_fallback(o, AttnDq::Ring);
   // Deterministic (a fixed order of additions), so stochastic_mode may use it too.
   {
     LayerConfig s = bert_large();
