@@ -141,7 +141,7 @@ std::string inline_templates(const std::vector<std::string>& roots, const std::s
 // same numbers, and the generated source static_asserts them, so host and device cannot drift.
 static int params_bytes(const std::string& type) {
   static const std::map<std::string, int> sizes = {
-      {"LayerNormFwdParams", 56},    {"LayerNormFwdBitsParams", 88},      {"BiasDropoutResidualLnParams", 96},
+      {"LayerNormFwdParams", 56},    {"LayerNormFwdBitsParams", 96},      {"BiasDropoutResidualLnParams", 96},
       {"BiasDropoutResidualParams", 56},
       {"BiasGeluFwdParams", 32},     {"AttnSoftmaxFwdParams", 56},        {"AttnSoftmaxBwdParams", 48},
       {"AttnDropoutRecomputeParams", 48}, {"LayerNormBwdParams", 104},     {"ParamGradReduceParams", 32},

@@ -140,10 +140,12 @@ struct AttnFlashDotBits {
   AttnFlashDot dot;
   AttnDropoutBits bits;
 };
-// layernorm_fwd_bits (LayerPlan::attn_bits_in_ln): bits.bits == nullptr for the LayerNorm alone.
+// layernorm_fwd_bits (LayerPlan::attn_bits_in_ln): bits.bits == nullptr for the LayerNorm alone;
+// blocks [0, word_blocks) draw the words (TransformerLayer::ln_bits_word_blocks).
 struct LayerNormFwdBits {
   LayerNormFwd ln;
   AttnDropoutBits bits;
+  int word_blocks;
 };
 
 // gemm_sm90 (templates/gemm_sm90.cuh): TMA descriptors (runtime/tma.h) of A [m, K], B [N, K] and
@@ -175,7 +177,7 @@ static_assert(sizeof(AttnDqConvert) == 24);
 static_assert(sizeof(AttnFlashFwdWg) == 384 && offsetof(AttnFlashFwdWg, mask) == 256);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);
-static_assert(sizeof(LayerNormFwdBits) == 88);
+static_assert(sizeof(LayerNormFwdBits) == 96);
 static_assert(sizeof(BiasDropoutResidualLn) == 96);
 static_assert(sizeof(BiasDropoutResidual) == 56);
 static_assert(sizeof(BiasGeluFwd) == 32);

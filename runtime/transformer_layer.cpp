@@ -75,6 +75,14 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     DSKC_CU(cuDeviceGet(&dev, ctx_.device()));
     DSKC_CU(cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
   }
+  if (plan_.attn_bits_in_ln && ln_bits_whole_waves_from_env()) {
+    const KernelInfo* k = plan_.find_kernel("layernorm_fwd_norm");
+    DSKC_ASSERT(k, "plan attn_bits_in_ln without layernorm_fwd_norm");
+    int per_sm = 0;
+    DSKC_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, module_->function("layernorm_fwd_norm"), k->block,
+                                                        static_cast<size_t>(k->dynamic_smem)));
+    ln_bits_wave_blocks_ = std::max(1, per_sm) * sm_count_;
+  }
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
   side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
   const size_t eb = dtype_bytes(cfg.dtype());
@@ -113,6 +121,21 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
 TransformerLayer::~TransformerLayer() {
   if (fork_event_) driver().cuEventDestroy(fork_event_);
   for (CUevent e : side_events_) driver().cuEventDestroy(e);
+}
+
+bool ln_bits_whole_waves_from_env() {
+  return env_choice("DSKC_LN_BITS_BLOCKS", true, {{"waves", true}, {"all", false}},
+                    "\"waves\" (the default: only the blocks of layernorm_fwd_bits' whole waves draw the attention "
+                    "keep words, the last partial wave only normalizes) or \"all\" (every block draws a share)");
+}
+
+int ln_bits_word_blocks(int grid, int wave_blocks) {
+  DSKC_ASSERT(grid >= 1, "layernorm_fwd_bits grid of at least one block");
+  if (wave_blocks <= 0 || grid <= wave_blocks) return grid;  // "all", or one (partial) wave
+  // A last wave of less than half the GPU would run its share of Philox work at low occupancy
+  // after the others are done; a fuller one overlaps the others' tails, so it keeps its share.
+  const int tail = grid % wave_blocks;
+  return 2 * tail < wave_blocks ? grid - tail : grid;
 }
 
 bool layer_side_stream_from_env() {
@@ -414,7 +437,10 @@ void TransformerLayer::run_kernel(const std::string& name, const void* params, i
 
 void TransformerLayer::run_layernorm_norm(const kp::LayerNormFwd& p, const kp::AttnDropoutBits& bits, bool on_side) {
   if (plan_.attn_bits_in_ln) {
-    const kp::LayerNormFwdBits pb{p, bits};
+    const KernelInfo* k = plan_.find_kernel("layernorm_fwd_norm");
+    DSKC_ASSERT(k, "kernel layernorm_fwd_norm not in plan");
+    const int grid = static_cast<int>(grid_for(*k, p.rows));
+    const kp::LayerNormFwdBits pb{p, bits, ln_bits_word_blocks(grid, ln_bits_wave_blocks_)};
     run_kernel("layernorm_fwd_norm", &pb, p.rows, on_side);
   } else {
     DSKC_ASSERT(!bits.bits, "keep bits from layernorm_fwd_norm without plan attn_bits_in_ln");

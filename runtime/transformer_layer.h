@@ -61,6 +61,12 @@ struct LayerOptions {
 };
 // DSKC_LAYER_STREAMS: unset, "" or "2" -> true; "1" -> false; else Error(Config) naming the variable.
 bool layer_side_stream_from_env();
+// DSKC_LN_BITS_BLOCKS: unset, "" or "waves" -> true; "all" -> false; else Error(Config).
+bool ln_bits_whole_waves_from_env();
+// The blocks of a layernorm_fwd_bits grid of `grid` blocks that draw the attention keep words, where
+// wave_blocks blocks are resident at once on the GPU (0: every block draws): the grid less its last
+// wave where that wave fills less than half the GPU, else the whole grid (bench/NOTES.md v46).
+int ln_bits_word_blocks(int grid, int wave_blocks);
 
 class TransformerLayer : public GpuLayer {
  public:
@@ -142,6 +148,7 @@ class TransformerLayer : public GpuLayer {
   CUdeviceptr arrays_workspace_ = 0;
   Profiler* prof_ = nullptr;
   int sm_count_ = 1;          // multiprocessors (persistent gemm_sm90 grids)
+  int ln_bits_wave_blocks_ = 0;  // resident layernorm_fwd_bits blocks of the GPU (0: every block draws words)
   bool side_enabled_ = true;  // LayerOptions::side_stream resolved
   bool side_ = false;         // the current backward uses the side stream
   GemmLane side_lane_;

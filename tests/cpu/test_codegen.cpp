@@ -1161,7 +1161,7 @@ TEST_CASE("DSKC_ATTN_MASK=ln: the keep bits from the first LayerNorm's launch in
     CHECK(ln.workspace_bytes(64, 128) == kernel.workspace_bytes(64, 128));
     const std::string src = emit(ln).source;
     CHECK(src.find("layernorm_fwd_norm(const LayerNormFwdBitsParams p)") != std::string::npos);
-    CHECK(src.find("static_assert(sizeof(LayerNormFwdBitsParams) == 88") != std::string::npos);
+    CHECK(src.find("static_assert(sizeof(LayerNormFwdBitsParams) == 96") != std::string::npos);
     CHECK(src.find("attn_dropout_bits_strided") != std::string::npos);
     CHECK(emit(kernel).source.find("layernorm_fwd_norm(const LayerNormFwdParams p)") != std::string::npos);
     // attn_dropout_checkpoint: the bits kernel in backward unless normalize_invertible re-runs the LayerNorm.

@@ -137,6 +137,36 @@ TEST_CASE("DSKC_LAYER_STREAMS: 1 or 2, anything else names the variable") {
   CHECK_THROWS_WITH_AS(layer_side_stream_from_env(), doctest::Contains("DSKC_LAYER_STREAMS"), Error);
 }
 
+TEST_CASE("DSKC_LN_BITS_BLOCKS: waves or all, anything else names the variable") {
+  dskc_test::ScopedEnv unset("DSKC_LN_BITS_BLOCKS", nullptr);
+  CHECK(ln_bits_whole_waves_from_env());
+  {
+    dskc_test::ScopedEnv waves("DSKC_LN_BITS_BLOCKS", "waves");
+    CHECK(ln_bits_whole_waves_from_env());
+  }
+  {
+    dskc_test::ScopedEnv all("DSKC_LN_BITS_BLOCKS", "all");
+    CHECK_FALSE(ln_bits_whole_waves_from_env());
+  }
+  dskc_test::ScopedEnv bad("DSKC_LN_BITS_BLOCKS", "half");
+  CHECK_THROWS_WITH_AS(ln_bits_whole_waves_from_env(), doctest::Contains("DSKC_LN_BITS_BLOCKS"), Error);
+}
+
+TEST_CASE("layernorm_fwd_bits: a last wave of less than half the GPU draws no keep words") {
+  // BERT-Large at 8192 rows: 2048 blocks of four rows, 7 resident per SM on 132 SMs (924 a wave):
+  // 2.2 waves, the last 200 blocks only normalize.
+  CHECK(ln_bits_word_blocks(2048, 924) == 1848);
+  CHECK(ln_bits_word_blocks(2048, 1056) == 2048);  // 8 per SM: 1.94 waves, the second nearly full
+  CHECK(ln_bits_word_blocks(2000, 1000) == 2000);
+  CHECK(ln_bits_word_blocks(2499, 1000) == 2000);  // a tail of 499 < 500
+  CHECK(ln_bits_word_blocks(2500, 1000) == 2500);
+  CHECK(ln_bits_word_blocks(1848, 924) == 1848);   // whole waves: every block
+  CHECK(ln_bits_word_blocks(900, 924) == 900);     // less than one wave: every block
+  CHECK(ln_bits_word_blocks(1, 924) == 1);
+  CHECK(ln_bits_word_blocks(2048, 0) == 2048);     // DSKC_LN_BITS_BLOCKS=all
+  CHECK_THROWS_AS(ln_bits_word_blocks(0, 924), Error);
+}
+
 TEST_CASE("GEMM autotuning tries split-K only where every part has an inner dimension of 256 or more") {
   // k = 3 (a weight gradient at batch 3, seq 1) with 4 splits hung on the H200 (cuBLASLt 13.0).
   CHECK(splitk_counts(3).empty());
