@@ -23,11 +23,7 @@ for r in 1 2 3; do
     n=$(basename $L .json)
     for fl in def all; do
       for v in base lnfirst swar both; do
-        tag=${n}_${fl}_${v}_$r
-        ncu_step "DSKC_OVERRIDE_SOURCE=build-gpu/v48/${n}_$fl/$v.cu" $L $tag $( [ $fl = all ] && echo $FL_ALL ) > /dev/null
-        python3 exp/ncu_step.py $OUT/ncu_$tag.csv > $OUT/k_$tag.txt 2>&1
-        echo "$n $fl $v $r ln $(grep -E ' layernorm_fwd_norm$' $OUT/k_$tag.txt | awk '{printf "%.4f ", $1}') sum $(tail -1 $OUT/k_$tag.txt | awk '{print $1}')"
-        rm -f $OUT/ncu_$tag.csv
+        ln_bits_line "DSKC_OVERRIDE_SOURCE=build-gpu/v48/${n}_$fl/$v.cu" $L $fl ${n}_${fl}_${v}_$r $n $fl $v $r
       done
     done
   done

@@ -125,31 +125,35 @@ TEST_CASE("run-layer rejects malformed inputs with a clear message and writes no
   CHECK(run_dskc("run-layer " + dir / "layer.json" + " --inputs a --out b --backend tpu").exit_code == 2);
 }
 
+namespace {
+// A two-valued runtime switch read from `var`: unset and `on` give true, `off` false, `bad` an
+// Error naming the variable.
+void check_switch_env(const char* var, bool (*read)(), const char* on, const char* off, const char* bad) {
+  CAPTURE(var);
+  {
+    dskc_test::ScopedEnv unset(var, nullptr);
+    CHECK(read());
+  }
+  {
+    dskc_test::ScopedEnv v(var, on);
+    CHECK(read());
+  }
+  {
+    dskc_test::ScopedEnv v(var, off);
+    CHECK_FALSE(read());
+  }
+  dskc_test::ScopedEnv v(var, bad);
+  CHECK_THROWS_WITH_AS(read(), doctest::Contains(var), Error);
+}
+}  // namespace
+
 // The GPU side of the two-stream backward is in tests/gpu/test_layer_behaviour.cpp.
 TEST_CASE("DSKC_LAYER_STREAMS: 1 or 2, anything else names the variable") {
-  dskc_test::ScopedEnv unset("DSKC_LAYER_STREAMS", nullptr);
-  CHECK(layer_side_stream_from_env());
-  {
-    dskc_test::ScopedEnv one("DSKC_LAYER_STREAMS", "1");
-    CHECK_FALSE(layer_side_stream_from_env());
-  }
-  dskc_test::ScopedEnv bad("DSKC_LAYER_STREAMS", "3");
-  CHECK_THROWS_WITH_AS(layer_side_stream_from_env(), doctest::Contains("DSKC_LAYER_STREAMS"), Error);
+  check_switch_env("DSKC_LAYER_STREAMS", layer_side_stream_from_env, "2", "1", "3");
 }
 
 TEST_CASE("DSKC_LN_BITS_BLOCKS: waves or all, anything else names the variable") {
-  dskc_test::ScopedEnv unset("DSKC_LN_BITS_BLOCKS", nullptr);
-  CHECK(ln_bits_whole_waves_from_env());
-  {
-    dskc_test::ScopedEnv waves("DSKC_LN_BITS_BLOCKS", "waves");
-    CHECK(ln_bits_whole_waves_from_env());
-  }
-  {
-    dskc_test::ScopedEnv all("DSKC_LN_BITS_BLOCKS", "all");
-    CHECK_FALSE(ln_bits_whole_waves_from_env());
-  }
-  dskc_test::ScopedEnv bad("DSKC_LN_BITS_BLOCKS", "half");
-  CHECK_THROWS_WITH_AS(ln_bits_whole_waves_from_env(), doctest::Contains("DSKC_LN_BITS_BLOCKS"), Error);
+  check_switch_env("DSKC_LN_BITS_BLOCKS", ln_bits_whole_waves_from_env, "waves", "all", "half");
 }
 
 TEST_CASE("layernorm_fwd_bits: a last wave of less than half the GPU draws no keep words") {
