@@ -75,7 +75,8 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     DSKC_CU(cuDeviceGet(&dev, ctx_.device()));
     DSKC_CU(cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
   }
-  if (plan_.attn_bits_in_ln && ln_bits_whole_waves_from_env()) {
+  const bool ln_bits_waves = ln_bits_whole_waves_from_env();  // read always: a typo is an error
+  if (plan_.attn_bits_in_ln && ln_bits_waves) {
     const KernelInfo* k = plan_.find_kernel("layernorm_fwd_norm");
     DSKC_ASSERT(k, "plan attn_bits_in_ln without layernorm_fwd_norm");
     int per_sm = 0;
