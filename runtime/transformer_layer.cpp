@@ -126,8 +126,8 @@ TransformerLayer::~TransformerLayer() {
 
 bool ln_bits_whole_waves_from_env() {
   return env_choice("DSKC_LN_BITS_BLOCKS", true, {{"waves", true}, {"all", false}},
-                    "\"waves\" (the default: only the blocks of layernorm_fwd_bits' whole waves draw the attention "
-                    "keep words, the last partial wave only normalizes) or \"all\" (every block draws a share)");
+                    "\"waves\" (the default: a last wave of layernorm_fwd_bits that fills less than half the GPU "
+                    "draws no attention keep words, it only normalizes) or \"all\" (every block draws a share)");
 }
 
 int ln_bits_word_blocks(int grid, int wave_blocks) {
