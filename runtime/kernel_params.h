@@ -141,7 +141,7 @@ struct AttnFlashDotBits {
   AttnDropoutBits bits;
 };
 // layernorm_fwd_bits (LayerPlan::attn_bits_in_ln): bits.bits == nullptr for the LayerNorm alone;
-// blocks [0, word_blocks) draw the words (TransformerLayer::ln_bits_word_blocks).
+// blocks [0, word_blocks) draw the words (runtime/transformer_layer.h: ln_bits_word_blocks).
 struct LayerNormFwdBits {
   LayerNormFwd ln;
   AttnDropoutBits bits;
