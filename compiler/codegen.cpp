@@ -165,6 +165,8 @@ static const char* grid_text(GridKind g) {
     case GridKind::FlashTiles: return "grid = (ceil(S / rows per tile), B·heads) (one tile of one head per block)";
     case GridKind::Persistent: return "grid = min(SMs, output tiles) (persistent: each block walks tiles)";
     case GridKind::Fixed: return "grid fixed by the layer";
+    case GridKind::FlashHeads:
+      return "grid = 2 · min(B·heads, resident clusters) (persistent: each cluster of two blocks walks heads)";
   }
   return "";
 }
@@ -216,7 +218,7 @@ GeneratedModule emit(const LayerPlan& plan, const EmitOptions& opt) {
                        k.rows_per_block, k.name);
     if (!k.rows_check.empty())
       o << fmt::format("static_assert({} == {}, \"dskc plan and template disagree on {}'s rows per {}\");\n",
-                       k.rows_check, k.rows_per_block, k.name, k.grid == GridKind::FlashTiles ? "tile" : "block");
+                       k.rows_check, k.rows_per_block, k.name, k.grid == GridKind::FlashTiles || k.grid == GridKind::FlashHeads ? "tile" : "block");
     if (k.tile_cols)
       o << fmt::format("static_assert(GemmSm90Tile::kBlockN == {}, \"dskc plan and template disagree on {}'s tile "
                        "columns\");\n",

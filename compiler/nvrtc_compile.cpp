@@ -202,6 +202,7 @@ static const char* grid_name(GridKind g) {
     case GridKind::FlashTiles: return "flash_tiles";
     case GridKind::Persistent: return "persistent";
     case GridKind::Fixed: return "fixed";
+    case GridKind::FlashHeads: return "flash_heads";
   }
   return "";
 }

@@ -216,6 +216,31 @@ AttnStore attn_store_from_env() {
                     "shared memory) or \"rows\" (4-byte stores from the accumulator layout)");
 }
 
+int attn_bwd_persist_from_env() {
+  const char* v = std::getenv("DSKC_ATTN_BWD_PERSIST");
+  const std::string s = v ? v : "";
+  if (s == "off") return 0;
+  if (s.empty() || s == "on") return -1;  // the default (bench/NOTES.md v47)
+  // A cluster count: digits only, 1 .. 2^20 (the grid is 2 × that many blocks).
+  if (s.size() <= 7 && s.find_first_not_of("0123456789") == std::string::npos) {
+    const long n = std::stol(s);
+    if (n >= 1 && n <= (1 << 20)) return static_cast<int>(n);
+  }
+  throw Error(ErrorKind::Config,
+              fmt::format("DSKC_ATTN_BWD_PERSIST={}: expected \"on\" (the default: where the clustered fused-dQ "
+                          "attention backward runs, max_seq_length 65 .. 128, clusters walk the heads, as many as the "
+                          "GPU holds at once), \"off\" (a cluster of two blocks per head) or a cluster count from 1 "
+                          "to 1048576 (on, with at most that many clusters)",
+                          s));
+}
+
+int flash_wg_bwd_persist_smem_bytes() {
+  // Mirrors FlashWgBwdPersistTile: two K/V buffers, two Q/dO stages, two dSᵀ regions (8 KB tiles),
+  // the 16 KB dQ share / dQ tile, two stages' L, D and 2 keep words per query, 4 barriers.
+  const int tile = 64 * 128;
+  return 1024 + 4 * tile + 4 * tile + 2 * tile + 64 * 64 * 4 + 2 * 4 * 64 * 4 + 8 * 4;
+}
+
 int attn_fwd_stages_from_env() {
   return env_choice("DSKC_ATTN_FWD_STAGES", 1, {{"1", 1}, {"2", 2}},
                     "\"1\" (the default: attn_flash_fwd loads each K/V tile between two barriers) or \"2\" (it "
@@ -439,6 +464,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const AttnFwd fwd_src = opt.attn_fwd == AttnFwd::FromEnvironment ? attn_fwd_from_env() : opt.attn_fwd;
   plan.attn_tma_stores =
       (opt.attn_store == AttnStore::FromEnvironment ? attn_store_from_env() : opt.attn_store) == AttnStore::Tma;
+  // Read (and validated) whatever the layer; it matters only for the clustered fused-dQ backward.
+  const bool persist_src = opt.attn_bwd_persist == AttnBwdPersist::FromEnvironment
+                               ? attn_bwd_persist_from_env() != 0
+                               : opt.attn_bwd_persist == AttnBwdPersist::On;
   plan.ln_bwd_warp_rows = (opt.ln_bwd == LnBwd::FromEnvironment ? ln_bwd_from_env() : opt.ln_bwd) == LnBwd::WarpRows;
   const BiasGrad bias_src = opt.bias_grad == BiasGrad::FromEnvironment ? bias_grad_from_env() : opt.bias_grad;
   Builder b{c, plan};
@@ -753,10 +782,15 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                                       : !dq_fused ? ""
                                       : cluster == 2 ? ", true, 2"
                                                      : ", true";
-        const std::string tile = fmt::format("FlashWgBwdTile<{}{}>", wgs, fused_arg);
+        // The persistent form: clusters of two blocks with D in the kernel (DSKC_ATTN_BWD_PERSIST).
+        const bool persist = persist_src && cluster == 2 && plan.attn_dot_in_dkdv;
+        plan.attn_bwd_persist = persist;
+        const std::string tile =
+            persist ? "FlashWgBwdPersistTile" : fmt::format("FlashWgBwdTile<{}{}>", wgs, fused_arg);
         b.flash(Pass::Backward, "attn_flash_bwd_dkdv", "AttnFlashBwdWgParams",
-                fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}{}>", wgs, fused_arg), tile + "::kThreads",
-                128 * wgs, tile + "::kKeys", 64 * wgs,
+                persist ? "attn_flash_bwd_wgmma_persist_impl<T, kAttnDropoutOn>"
+                        : fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}{}>", wgs, fused_arg),
+                tile + "::kThreads", 128 * wgs, tile + "::kKeys", 64 * wgs,
                 fmt::format("fused attention backward on warpgroup MMA ({} warpgroup{} of 64 keys per block, Q/dO by "
                             "TMA in 3 stages): dK, dV per key tile + {} ({})",
                             wgs, wgs == 1 ? "" : "s",
@@ -766,6 +800,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                                                          "tile's partial sum passed from block to block around a ring in "
                                                          "distributed shared memory, a fixed order)",
                                                          cluster)
+                            : persist ? "dQ = dS·K/√d (clusters of two blocks hold every key; the peer's share "
+                                        "added from distributed shared memory) + D = rowsum(dO ⊙ O) (O by TMA); "
+                                        "persistent: each cluster walks heads, the next head's K/V and tiles loaded "
+                                        "while the current one computes"
                             : cluster == 2 ? "dQ = dS·K/√d (clusters of two blocks hold every key; the peer's share "
                                              "added from distributed shared memory) + D = rowsum(dO ⊙ O) (O by TMA)"
                             : wgs == 2     ? "dQ = dS·K/√d (the block holds every key; the warpgroups' shares added in "
@@ -776,7 +814,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
         k.op = "attn_flash_bwd_wgmma";
         k.min_blocks = tile + "::kMinBlocks";
         k.cluster = cluster;
-        k.dynamic_smem = flash_wg_bwd_smem_bytes(wgs, dq_fused, cluster, dq_reduce);
+        k.dynamic_smem = persist ? flash_wg_bwd_persist_smem_bytes() : flash_wg_bwd_smem_bytes(wgs, dq_fused, cluster, dq_reduce);
+        if (persist) k.grid = GridKind::FlashHeads;
         k.smem_check = tile + "::smem_bytes";
         k.grid_constant = true;
         if (dq_reduce)

@@ -30,6 +30,8 @@ enum class GridKind {
   Persistent,   // gemm_sm90: one block per SM (at most one per output tile), each walking tiles of
                 // rows_per_block x tile_cols outputs: grid = min(SMs, ceil(B·S / rows_per_block) · cols / tile_cols)
   Fixed,        // a grid fixed by the config (weight_transpose): grid = (grid_x, grid_y)
+  FlashHeads,   // persistent fused attention (clusters of two blocks walk the B·heads heads): grid =
+                // 2 · min(B·heads, resident clusters, DSKC_ATTN_BWD_PERSIST's cap)
 };
 
 struct KernelInfo {
@@ -198,6 +200,11 @@ struct LayerPlan {
   // computes D = rowsum(dO ⊙ O) per query tile (O by TMA into its dSᵀ regions), so attn_flash_bwd_dot
   // runs only where it also rewrites the keep bits (attn_bits_bwd_in_dot); attn_row_dot stays unread.
   bool attn_dot_in_dkdv = false;
+  // attn_dot_in_dkdv with two key halves in a cluster (max_seq_length 65 .. 128), unless
+  // DSKC_ATTN_BWD_PERSIST=off: attn_flash_bwd_dkdv is the persistent form (attn_flash_bwd_wgmma_persist_impl, GridKind::
+  // FlashHeads): each cluster walks heads, loading the next head's K/V and tiles while the current
+  // one computes; the same outputs, bitwise. Always with TMA stores.
+  bool attn_bwd_persist = false;
   // The wgmma attention kernels (kAttnTmaStores) store their output tiles by TMA: the wgmma forward
   // its context O, the wgmma dK/dV kernel with attn_dq_fused its dK, dV and dQ (with the dQ GEMM it
   // keeps the 4-byte stores, measured faster there). Each warpgroup stages a 64 x 64 tile in shared
@@ -288,6 +295,12 @@ enum class AttnBwd {
   Wgmma2,           // the same with two math warpgroups per block sharing each Q/dO stage (one block per SM)
 };
 constexpr AttnBwd kAttnBwdDefault = AttnBwd::Wgmma;
+// Whether the clustered fused-dQ attention backward runs persistent (LayerPlan::attn_bwd_persist).
+enum class AttnBwdPersist {
+  FromEnvironment,  // DSKC_ATTN_BWD_PERSIST: unset, "", "on" or a cluster count -> On; "off" -> Off
+  Off,              // a cluster of two blocks per head
+  On,               // clusters walk the heads (attn_flash_bwd_wgmma_persist_impl)
+};
 // Which kernel runs the fused attention forward (LayerPlan::attn_fwd_wgmma).
 enum class AttnFwd {
   FromEnvironment,  // DSKC_ATTN_FWD: unset or "" -> kAttnFwdDefault; "sync", "wgmma", "wgmma3"
@@ -375,6 +388,7 @@ struct PlanOptions {
   OutputGemm output_gemm = OutputGemm::FromEnvironment;
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
   AttnStore attn_store = AttnStore::FromEnvironment;
+  AttnBwdPersist attn_bwd_persist = AttnBwdPersist::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -405,6 +419,12 @@ DgradGemm dgrad_gemm_from_env();
 // Reads DSKC_ATTN_BWD (unset, "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"); any other value is an
 // Error(Config) naming the variable.
 AttnBwd attn_bwd_from_env();
+// Reads DSKC_ATTN_BWD_PERSIST: "off" -> 0 (off); unset, "" or "on" -> -1 (on, the default: as many
+// clusters as the GPU holds at once); a positive integer N -> N (on, at most N clusters: tests, tuning); anything
+// else is an Error(Config) naming the variable.
+int attn_bwd_persist_from_env();
+// Dynamic shared memory of the persistent form (FlashWgBwdPersistTile::smem_bytes).
+int flash_wg_bwd_persist_smem_bytes();
 // Whether a layer's fused attention backward can use the wgmma dK/dV kernel on `arch`.
 bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
 // Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).

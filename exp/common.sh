@@ -146,13 +146,18 @@ env_ab() {
   echo "$line sum $(tail -1 "$k" | awk '{print $1}')"
   rm -f "$OUT/ncu_${tag}_${n}_$r.csv"
 }
-# One ncu step list of layer L (default or all three flags) and its layernorm_fwd_norm launches and
-# sum on one line (kernels in $OUT/k_TAG.txt): ln_bits_line "ENV=..." L FLAGS(def|all) TAG WORDS...
+# One ncu step list of layer L (default or all three flags) and one kernel's launches and the sum on
+# one line (kernels in $OUT/k_TAG.txt): kernel_line "ENV=..." L FLAGS(def|all) TAG KERNEL WORDS...
 # (WORDS: what the line starts with).
-ln_bits_line() {
-  local envs=$1 L=$2 fl=$3 tag=$4; shift 4
+kernel_line() {
+  local envs=$1 L=$2 fl=$3 tag=$4 kernel=$5; shift 5
   ncu_step "$envs" $L $tag $( [ $fl = all ] && echo $FL_ALL ) > /dev/null
   python3 exp/ncu_step.py $OUT/ncu_$tag.csv > $OUT/k_$tag.txt 2>&1
-  echo "$* ln $(grep -E ' layernorm_fwd_norm$' $OUT/k_$tag.txt | awk '{printf "%.4f ", $1}') sum $(tail -1 $OUT/k_$tag.txt | awk '{print $1}')"
+  echo "$* $kernel $(grep -E " $kernel\$" $OUT/k_$tag.txt | awk '{printf "%.4f ", $1}') sum $(tail -1 $OUT/k_$tag.txt | awk '{print $1}')"
   rm -f $OUT/ncu_$tag.csv
+}
+# The same for layernorm_fwd_norm: ln_bits_line "ENV=..." L FLAGS(def|all) TAG WORDS...
+ln_bits_line() {
+  local envs=$1 L=$2 fl=$3 tag=$4; shift 4
+  kernel_line "$envs" $L $fl $tag layernorm_fwd_norm "$@"
 }

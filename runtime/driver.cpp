@@ -40,6 +40,7 @@ DriverApi load_driver() {
   load_sym(lib, d.cuModuleGetFunction, "cuModuleGetFunction");
   load_sym(lib, d.cuFuncGetAttribute, "cuFuncGetAttribute");
   load_sym(lib, d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  load_sym(lib, d.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters");
   load_sym(lib, d.cuLaunchKernel, "cuLaunchKernel");
   load_sym(lib, d.cuMemAlloc, "cuMemAlloc_v2");
   load_sym(lib, d.cuMemFree, "cuMemFree_v2");

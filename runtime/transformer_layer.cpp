@@ -84,6 +84,25 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
                                                         static_cast<size_t>(k->dynamic_smem)));
     ln_bits_wave_blocks_ = std::max(1, per_sm) * sm_count_;
   }
+  if (plan_.attn_bwd_persist) {
+    // The persistent attention backward: as many clusters as the GPU holds at once (each walks heads),
+    // at most DSKC_ATTN_BWD_PERSIST's count.
+    const KernelInfo* k = plan_.find_kernel("attn_flash_bwd_dkdv");
+    DSKC_ASSERT(k && k->grid == GridKind::FlashHeads, "plan attn_bwd_persist without the persistent attn_flash_bwd_dkdv");
+    CUlaunchConfig lc{};
+    lc.gridDimX = static_cast<unsigned>(2 * sm_count_);
+    lc.gridDimY = lc.gridDimZ = 1;
+    lc.blockDimX = static_cast<unsigned>(k->block);
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = static_cast<unsigned>(k->dynamic_smem);
+    int clusters = 0;
+    DSKC_CU(cuOccupancyMaxActiveClusters(&clusters, module_->function(k->name), &lc));
+    if (clusters < 1)
+      throw Error(ErrorKind::Device,
+                  "attn_flash_bwd_dkdv (persistent) fits no cluster of two blocks on this GPU; unset DSKC_ATTN_BWD_PERSIST");
+    const int cap = attn_bwd_persist_from_env();
+    attn_bwd_clusters_ = cap > 0 ? std::min(cap, clusters) : clusters;
+  }
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
   side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
   const size_t eb = dtype_bytes(cfg.dtype());
@@ -323,6 +342,9 @@ unsigned TransformerLayer::grid_for(const KernelInfo& k, int rows) const {
       return static_cast<unsigned>(std::min<int64_t>(tiles, sm_count_));
     }
     case GridKind::Fixed: return static_cast<unsigned>(k.grid_x);
+    case GridKind::FlashHeads:  // clusters of two blocks, each walking heads
+      return static_cast<unsigned>(2 * std::min<int64_t>(static_cast<int64_t>(batch_) * plan_.cfg.heads,
+                                                         attn_bwd_clusters_));
   }
   return 1;
 }
@@ -822,7 +844,8 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
         // stochastic_mode's dQ shares, added by TMA reductions into the fp32 accumulator (zeroed by
         // attn_flash_bwd_dot), then scaled and rounded into grad_qkv.
         if (dq_reduce) pw.dq_acc = tma_rows_3d_128b(t("attn_dq_acc"), DType::F32, H, seq, batch_, H, 64);
-        if (plan_.attn_tma_stores && plan_.attn_dq_fused)  // (kTmaOut: the fused-dQ form only)
+        // (kTmaOut: the fused-dQ form only; the persistent form always)
+        if ((plan_.attn_tma_stores && plan_.attn_dq_fused) || plan_.attn_bwd_persist)
           pw.dqkv_out = tma_rows_3d_128b(gq, dt, 3 * H, seq, batch_, 3 * H, 64);
         pw.mask = P(mask_);
         pw.lse = F(t("attn_lse"));

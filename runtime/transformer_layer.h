@@ -149,6 +149,7 @@ class TransformerLayer : public GpuLayer {
   Profiler* prof_ = nullptr;
   int sm_count_ = 1;          // multiprocessors (persistent gemm_sm90 grids)
   int ln_bits_wave_blocks_ = 0;  // resident layernorm_fwd_bits blocks of the GPU (0: every block draws words)
+  int attn_bwd_clusters_ = 1;    // clusters of the persistent attn_flash_bwd_dkdv (plan attn_bwd_persist)
   bool side_enabled_ = true;  // LayerOptions::side_stream resolved
   bool side_ = false;         // the current backward uses the side stream
   GemmLane side_lane_;

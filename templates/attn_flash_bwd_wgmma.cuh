@@ -131,6 +131,123 @@ struct AttnFlashBwdWgParams {
   int seq;
 };
 
+// Pieces of a query-tile step that the per-head kernel and the persistent one (below) share: the
+// warpgroup's products, D from the staged O tile, P and dS from the products, the dV/dK products and
+// the dq product (kWG == 1's thread mapping where noted).
+namespace flash_wg_bwd {
+// Sᵀ = K·Qᵀ and dPᵀ_drop = V·dOᵀ (one commit group).
+template <typename E>
+__device__ __forceinline__ void products(float (&st)[32], float (&dpt)[32], uint32_t k_tile, uint32_t v_tile,
+                                         uint32_t q_tile, uint32_t do_tile) {
+#if DSKC_SM90A
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    sm90::wgmma_m64n64k16_ss<E>(st, sm90::wgmma_desc_k128(k_tile + 32 * kk), sm90::wgmma_desc_k128(q_tile + 32 * kk), kk);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_k128(v_tile + 32 * kk), sm90::wgmma_desc_k128(do_tile + 32 * kk),
+                                kk);
+  sm90::wgmma_commit();
+#endif
+}
+// D = rowsum(dO ⊙ O) of the query tile into dot_w[64], 8 lanes per query row (lane x sums the row's
+// 16-byte chunk x: attn_flash_bwd_dot's lanes, order and arithmetic), from the O and dO tiles in
+// shared memory (both 128B-swizzled). Rows past S are zero in both (TMA fill), so D = 0 there.
+template <typename E>
+__device__ __forceinline__ void dot_rows(uint32_t o_tile, uint32_t do_tile, float* dot_w, int tid) {
+#if DSKC_SM90A
+  const int x = tid % 8;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int q = 16 * r + tid / 8;
+    const uint32_t off = q * 128 + ((x ^ (q & 7)) << 4);
+    const uint4 o = sm90::ld_shared_v4(o_tile + off), d = sm90::ld_shared_v4(do_tile + off);
+    const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, dw[4] = {d.x, d.y, d.z, d.w};
+    float acc = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 of = flash::unpack2<E>(ow[e]), df = flash::unpack2<E>(dw[e]);
+      acc = flash::dot2_acc(acc, of.x, df.x, of.y, df.y);
+    }
+#pragma unroll
+    for (int m = 1; m < 8; m <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+    if (x == 0) dot_w[q] = acc;
+  }
+#endif
+}
+// P ⊙ Z into st and dS = P ⊙ (dP_drop ⊙ Z/(1−p) − D) into dpt, from this thread's query columns
+// 8j + 2t (+1) of the stage's L (lse_s), D (dot_s) and keep words (keep_s; kDropout).
+// P = 2^(Sᵀ·scale·log2 e + mask·log2 e − L·log2 e). Past S the values are zero: there Q's and dO's
+// rows are zero, so Sᵀ = 0 and dPᵀ = 0, P = 2^mask multiplies a zero dO row in dV and
+// dS = P·(0 − 0) = 0.
+template <bool kDropout>
+__device__ __forceinline__ void softmax_ds(float (&st)[32], float (&dpt)[32], const float* lse_s, const float* dot_s,
+                                           const uint32_t* keep_s, const uint32_t (&keep_bit)[2],
+                                           const float (&mask_r)[2], float scale2) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 lj = *reinterpret_cast<const float2*>(lse_s + 8 * j);
+    const float2 dj = *reinterpret_cast<const float2*>(dot_s + 8 * j);
+    uint2 kj = make_uint2(0u, 0u);
+    if constexpr (kDropout) kj = *reinterpret_cast<const uint2*>(keep_s + 8 * j);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float lq = (e & 1) ? lj.y : lj.x, dq = (e & 1) ? dj.y : dj.x;
+      const float pv =
+          flash::exp2_approx(__fmaf_rn(lq, -flash::kLog2e, __fmaf_rn(st[4 * j + e], scale2, mask_r[e >> 1])));
+      float dp = dpt[4 * j + e];
+      float pz = pv;
+      if constexpr (kDropout) {
+        const bool keep = (((e & 1) ? kj.y : kj.x) & keep_bit[e >> 1]) != 0u;
+        pz = keep ? pv : 0.f;
+        dp *= keep ? kAttnDropoutScale : 0.f;
+      }
+      st[4 * j + e] = pz;
+      dpt[4 * j + e] = pv * (dp - dq);
+    }
+  }
+}
+// dV += (P ⊙ Z)ᵀ·dO, dK += dSᵀ·Q (A = pa / sa from registers, B = dO / Q read N-major; one commit group).
+template <typename E>
+__device__ __forceinline__ void dv_dk(float (&dv)[32], float (&dk)[32], const uint32_t (&pa)[4][4],
+                                      const uint32_t (&sa)[4][4], uint32_t q_tile, uint32_t do_tile) {
+#if DSKC_SM90A
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dv, pa[kk], sm90::wgmma_desc_mn128(do_tile + 2048 * kk));
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dk, sa[kk], sm90::wgmma_desc_mn128(q_tile + 2048 * kk));
+  sm90::wgmma_commit();
+#endif
+}
+// dq = dS·K over the warpgroup's 64 keys: A = dS read M-major from the region (row = key), B = K read
+// N-major (row = key); one commit group.
+template <typename E>
+__device__ __forceinline__ void dq_product(float (&dq)[32], uint32_t region, uint32_t k_tile) {
+#if DSKC_SM90A
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    sm90::wgmma_m64n64k16_ss<E, 1>(dq, sm90::wgmma_desc_mn128(region + 2048 * kk), sm90::wgmma_desc_mn128(k_tile + 2048 * kk),
+                                   kk);
+  sm90::wgmma_commit();
+#endif
+}
+// dq += the 64 x 64 fp32 share at `slot` (this thread's 32 values, in its accumulator order: float4 i
+// of thread tid at slot[i·128 + tid]).
+__device__ __forceinline__ void add_share(float (&dq)[32], const float4* slot, int tid) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 o = slot[i * 128 + tid];
+    dq[4 * i] += o.x;
+    dq[4 * i + 1] += o.y;
+    dq[4 * i + 2] += o.z;
+    dq[4 * i + 3] += o.w;
+  }
+}
+}  // namespace flash_wg_bwd
+
 template <typename E, bool kDropout, int kWG, bool kDqFused = false, int kCluster = 1, bool kDqReduce = false>
 __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgParams& p) {
 #if DSKC_SM90A
@@ -274,16 +391,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   [[maybe_unused]] float dq[32];
   [[maybe_unused]] float4* const xchg = reinterpret_cast<float4*>(smem_ptr + base + F::kXchg0);
   // dq += the 64 x 64 fp32 share in xchg slot `slot` (this thread's 32 values, in its accumulator order).
-  [[maybe_unused]] auto add_share = [&](int slot) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float4 o = xchg[(slot * 8 + i) * 128 + tid];
-      dq[4 * i] += o.x;
-      dq[4 * i + 1] += o.y;
-      dq[4 * i + 2] += o.z;
-      dq[4 * i + 3] += o.w;
-    }
-  };
+  [[maybe_unused]] auto add_share = [&](int slot) { flash_wg_bwd::add_share(dq, xchg + slot * 8 * 128, tid); };
   // The outputs by TMA stores (kAttnTmaStores) where the block holds every key of its head (kDqFused:
   // at (64,128) the kernel 0.083 → 0.070 ms; kRing); the dQ GEMM form keeps the 4-byte stores, which
   // measured faster there (at (16,512) 0.134 against 0.147 ms with TMA stores; bench/NOTES.md v44).
@@ -352,40 +460,14 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     const uint32_t phase = (slot / F::kStages) & 1u;
     const uint32_t q_tile = base + F::kStage0 + 2 * stage * F::kTileBytes, do_tile = q_tile + F::kTileBytes;
     sm90::mbar_wait(full(stage), phase);
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      sm90::wgmma_m64n64k16_ss<E>(st, sm90::wgmma_desc_k128(k_tile + 32 * kk), sm90::wgmma_desc_k128(q_tile + 32 * kk), kk);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_k128(v_tile + 32 * kk), sm90::wgmma_desc_k128(do_tile + 32 * kk),
-                                  kk);
-    sm90::wgmma_commit();
+    flash_wg_bwd::products<E>(st, dpt, k_tile, v_tile, q_tile, do_tile);
     float* const rows_s = reinterpret_cast<float*>(smem_ptr + base + F::kRows0 + stage * F::kRowBytes);
     if constexpr (F::kDotFused) {
       // While the products run: the tile's D = rowsum(dO ⊙ O) into the stage's D slot, 8 lanes per query
       // row (lane x sums the row's 16-byte chunk x: attn_flash_bwd_dot's lanes, order and arithmetic),
       // from the O tile in this step's dSᵀ region and the dO tile (both 128B-swizzled). Rows past S are
       // zero in both (TMA fill), so D = 0 there as the copied value was.
-      const uint32_t o_tile = base + F::kDs0 + (it & 1) * F::kTileBytes;
-      float* const dot_w = rows_s + F::kQueries;
-      const int x = tid % 8;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int q = 16 * r + tid / 8;
-        const uint32_t off = q * 128 + ((x ^ (q & 7)) << 4);
-        const uint4 o = sm90::ld_shared_v4(o_tile + off), d = sm90::ld_shared_v4(do_tile + off);
-        const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, dw[4] = {d.x, d.y, d.z, d.w};
-        float acc = 0.f;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 of = flash::unpack2<E>(ow[e]), df = flash::unpack2<E>(dw[e]);
-          acc = flash::dot2_acc(acc, of.x, df.x, of.y, df.y);
-        }
-#pragma unroll
-        for (int m = 1; m < 8; m <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-        if (x == 0) dot_w[q] = acc;
-      }
+      flash_wg_bwd::dot_rows<E>(base + F::kDs0 + (it & 1) * F::kTileBytes, do_tile, rows_s + F::kQueries, tid);
     }
     sm90::wgmma_wait<0>();  // this tile's Sᵀ, dPᵀ and the previous tile's dK/dV products
     sm90::fence_operands(st);
@@ -427,37 +509,10 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     const float* const lse_s = rows_s + 2 * t;
     const float* const dot_s = rows_s + F::kQueries + 2 * t;
     const uint32_t* const keep_s = reinterpret_cast<const uint32_t*>(rows_s) + (2 + 2 * c + w / 2) * F::kQueries + 2 * t;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 lj = *reinterpret_cast<const float2*>(lse_s + 8 * j);
-      const float2 dj = *reinterpret_cast<const float2*>(dot_s + 8 * j);
-      uint2 kj = make_uint2(0u, 0u);
-      if constexpr (kDropout) kj = *reinterpret_cast<const uint2*>(keep_s + 8 * j);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float lq = (e & 1) ? lj.y : lj.x, dq = (e & 1) ? dj.y : dj.x;
-        // P = 2^(Sᵀ·scale·log2 e + mask·log2 e − L·log2 e)
-        const float pv =
-            flash::exp2_approx(__fmaf_rn(lq, -flash::kLog2e, __fmaf_rn(st[4 * j + e], scale2, mask_r[e >> 1])));
-        float dp = dpt[4 * j + e];
-        float pz = pv;
-        if constexpr (kDropout) {
-          const bool keep = (((e & 1) ? kj.y : kj.x) & keep_bit[e >> 1]) != 0u;
-          pz = keep ? pv : 0.f;
-          dp *= keep ? kAttnDropoutScale : 0.f;
-        }
-        st[4 * j + e] = pz;
-        dpt[4 * j + e] = pv * (dp - dq);
-      }
-    }
+    flash_wg_bwd::softmax_ds<kDropout>(st, dpt, lse_s, dot_s, keep_s, keep_bit, mask_r, scale2);
     flash::pack_acc64<E>(pa, st);
     flash::pack_acc64<E>(sa, dpt);
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dv, pa[kk], sm90::wgmma_desc_mn128(do_tile + 2048 * kk));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dk, sa[kk], sm90::wgmma_desc_mn128(q_tile + 2048 * kk));
-    sm90::wgmma_commit();
+    flash_wg_bwd::dv_dk<E>(dv, dk, pa, sa, q_tile, do_tile);
     // kRing: the previous step's share on around the ring while the dV/dK products run (before this
     // step's dq product overwrites it).
     if constexpr (kRing)
@@ -487,14 +542,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     if constexpr (kDqReduce)
       if (it >= 1 && tid == 0) reduce_dq(it - 1);
     if constexpr (kDqFused || kDqReduce || kRing) {
-      // dq = dS·K over the warpgroup's 64 keys: A = dS read M-major from the region (row = key),
-      // B = K read N-major (row = key).
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        sm90::wgmma_m64n64k16_ss<E, 1>(dq, sm90::wgmma_desc_mn128(region + 2048 * kk),
-                                       sm90::wgmma_desc_mn128(k_tile + 2048 * kk), kk);
-      sm90::wgmma_commit();
+      flash_wg_bwd::dq_product<E>(dq, region, k_tile);
     } else if (tid == 0) {
       sm90::tma_store_3d(&p.ds, region, i0, j0 + 64 * c, bh);
       sm90::tma_store_commit();
@@ -600,6 +648,261 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
     }
   }
   if constexpr (kRing) sm90::cluster_wait();  // every block of the ring is done with the others' shared memory
+#endif
+}
+
+// ---- The persistent form (LayerPlan::attn_bwd_persist; DSKC_ATTN_BWD_PERSIST): sequences of 65 .. 128
+// keys (up to two query tiles), fused dQ in clusters of two one-warpgroup blocks, D in the kernel,
+// outputs by TMA. The same mathematics, order of summation and outputs as
+// attn_flash_bwd_wgmma_impl<E, kDropout, 1, true, 2> (bitwise equal), but each cluster walks the heads
+// first, first + clusters, … (grid: 2 × clusters blocks, clusters ≤ B·heads) instead of one head per
+// cluster, so that a head's loads arrive while the previous head computes: bench/NOTES.md v44 measured
+// a (64,128) block's life as ~23% prologue (loads in flight, nothing to compute) and its stores.
+//   K/V: two buffers, head n in buffer n % 2. Head n + 1's K/V are loaded once head n − 1's dK/dV
+//     stores (staged in that buffer) have read it, at head n's second step.
+//   Q/dO of query tile t in stage t, O in the dSᵀ region of the step that walks it (as above); head
+//     n + 1's first tile goes in at head n's second step (its own first step's stage and region are
+//     free then: its products are complete), the second at head n's end.
+//   X: the peer's fp32 dQ share (16 KB), then, once added, the dQ tile staged for its TMA store.
+// Per head with two tiles the cluster passes two barriers, as the per-head kernel does: at the second
+// step (each block's X is free: its last share added, its last dQ store has read it) before the
+// first tile's share goes to the peer, and at the end (both shares written) before it is added.
+struct FlashWgBwdPersistTile {
+  static constexpr int kThreads = 128;
+  static constexpr int kKeys = 64;
+  static constexpr int kQueries = 64;
+  static constexpr int kTileBytes = 64 * 128;
+  static constexpr int kKV0 = 0;                                    // K, V of buffer x: tiles 2x, 2x + 1
+  static constexpr int kStage0 = kKV0 + 4 * kTileBytes;             // stage t: Q, dO of query tile t
+  static constexpr int kDs0 = kStage0 + 4 * kTileBytes;             // two dSᵀ regions (O tiles arrive here)
+  static constexpr int kX0 = kDs0 + 2 * kTileBytes;                 // the peer's share, then the dQ tile
+  static constexpr int kXBytes = 64 * 64 * 4;
+  static constexpr int kRows0 = kX0 + kXBytes;                      // per stage: L, D, 2 keep words per query
+  static constexpr int kRowBytes = 4 * kQueries * 4;
+  static constexpr int kBars0 = kRows0 + 2 * kRowBytes;             // full[2], kv[2]
+  static_assert(kX0 % 1024 == 0 && kDs0 % 1024 == 0, "128B-swizzled tiles start 1024-aligned");
+  static constexpr int smem_bytes = 1024 + kBars0 + 8 * 4;
+  static constexpr int kMinBlocks = 2;
+};
+
+template <typename E, bool kDropout>
+__device__ __forceinline__ void attn_flash_bwd_wgmma_persist_impl(const AttnFlashBwdWgParams& p) {
+#if DSKC_SM90A
+  static_assert(sizeof(E) == 2, "wgmma attention runs on fp16/bf16 only");
+  static_assert(kHeadDim == 64, "the wgmma attention backward is built for head dim 64 (128-byte tile rows)");
+  using F = FlashWgBwdPersistTile;
+  constexpr int kTile = F::kTileBytes;
+  extern __shared__ unsigned char attn_wg_smem[];
+  const uint32_t base = (sm90::smem_u32(attn_wg_smem) + 1023u) & ~1023u;
+  unsigned char* const smem_ptr = attn_wg_smem - sm90::smem_u32(attn_wg_smem);  // + a shared address = its pointer
+  auto full = [&](int s) { return base + F::kBars0 + 8u * s; };
+  auto kv_bar = [&](int x) { return base + F::kBars0 + 8u * (2 + x); };
+  float4* const xslot = reinterpret_cast<float4*>(smem_ptr + base + F::kX0);
+
+  const int seq = p.seq, heads = p.batch * kHeads;
+  const int tiles = (seq + F::kQueries - 1) / F::kQueries;  // 1 or 2 (the plan: max_seq <= 128)
+  const int part = static_cast<int>(blockIdx.x % 2);        // the block's rank: keys j0 .. j0 + 63
+  const int j0 = F::kKeys * part;
+  const int clusters = static_cast<int>(gridDim.x / 2), first = static_cast<int>(blockIdx.x / 2);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
+  const int w = warp, g = lane / 4, t = lane % 4;
+  const int words = (seq + 31) / 32;
+  // Step `it` of a head walks query tile (it + part) % tiles (the halves start at different tiles).
+  auto tile_of = [&](int it) { return (it + part) % tiles; };
+  // Head bh's K/V into buffer x (thread 0).
+  auto load_kv = [&](int bh, int x) {
+    const int b = bh / kHeads, h = bh % kHeads;
+    const uint32_t kt = base + F::kKV0 + 2 * x * kTile;
+    sm90::mbar_arrive_expect_tx(kv_bar(x), 2 * kTile);
+    sm90::tma_load_3d(kt, &p.qkv, kv_bar(x), kHidden + h * kHeadDim, j0, b);
+    sm90::tma_load_3d(kt + kTile, &p.qkv, kv_bar(x), 2 * kHidden + h * kHeadDim, j0, b);
+  };
+  // Head bh's Q and dO of query tile tq into stage tq, O into the region of the step that walks it
+  // (step (tq + part) % tiles) (thread 0).
+  auto load_stage = [&](int bh, int tq) {
+    const int b = bh / kHeads, h = bh % kHeads;
+    const uint32_t qt = base + F::kStage0 + 2 * tq * kTile;
+    sm90::mbar_arrive_expect_tx(full(tq), 3 * kTile);
+    sm90::tma_load_3d(qt, &p.qkv, full(tq), h * kHeadDim, tq * F::kQueries, b);
+    sm90::tma_load_3d(qt + kTile, &p.dctx, full(tq), h * kHeadDim, tq * F::kQueries, b);
+    sm90::tma_load_3d(base + F::kDs0 + ((tq + part) % tiles) * kTile, &p.ctx, full(tq), h * kHeadDim,
+                      tq * F::kQueries, b);
+  };
+  // Head bh's L and keep words of query tile tq into stage tq's row values (warp 0; cp.async, zero past S).
+  auto load_rows = [&](int bh, int tq) {
+    const float* lse_g = p.lse + static_cast<size_t>(bh) * seq;
+    const uint32_t* bits_g = kDropout ? p.bits + static_cast<size_t>(bh) * seq * words : nullptr;
+    const uint32_t dst = base + F::kRows0 + tq * F::kRowBytes;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int q = lane + 32 * r, i = tq * F::kQueries + q;
+      const uint32_t bytes = i < seq ? 4u : 0u;
+      const int ic = min(i, seq - 1);
+      sm90::cp_async_4(dst + 4 * q, lse_g + ic, bytes);
+      if constexpr (kDropout)
+#pragma unroll
+        for (int x = 0; x < 2; ++x)  // the words of keys j0 + 32x .. + 31
+          sm90::cp_async_4(dst + 4 * ((2 + x) * F::kQueries + q),
+                           bits_g + static_cast<size_t>(ic) * words + min(j0 / 32 + x, words - 1), bytes);
+    }
+    sm90::cp_async_mbar_arrive(full(tq));
+  };
+  // This thread's keys j0 + 16w + g (+8): their mask values (× log2 e; −inf past S), loaded a head ahead.
+  auto mask_of = [&](int bh, float (&m)[2]) {
+    const E* row = reinterpret_cast<const E*>(p.mask) + static_cast<size_t>(bh / kHeads) * seq;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int j = j0 + 16 * w + g + 8 * e;
+      m[e] = j < seq ? to_f(row[j]) * flash::kLog2e : neg_inf();
+    }
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < 2; ++s) {
+      sm90::mbar_init(full(s), 1 + 32);  // the TMA's expect_tx arrival + the 32 lanes' cp.async arrivals
+      sm90::mbar_init(kv_bar(s), 1);
+    }
+    sm90::mbar_init_fence();
+    sm90::tma_prefetch_descriptor(&p.qkv);
+    sm90::tma_prefetch_descriptor(&p.dctx);
+    sm90::tma_prefetch_descriptor(&p.ctx);
+    sm90::tma_prefetch_descriptor(&p.dqkv_out);
+    if (first < heads) {
+      load_kv(first, 0);
+      for (int tq = 0; tq < tiles; ++tq) load_stage(first, tq);
+    }
+  }
+  if (warp == 0) {
+    __syncwarp();  // the barriers are initialized (thread 0, fenced) before the lanes' cp.async arrivals
+    if (first < heads)
+      for (int tq = 0; tq < tiles; ++tq) load_rows(first, tq);
+  }
+  float mask_next[2];
+  if (first < heads) mask_of(first, mask_next);
+  __syncthreads();  // barriers initialized
+
+  const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
+  const float scale2 = scale * flash::kLog2e;
+  const float v_scale = kDropout ? kAttnDropoutScale : 1.f;
+  // The warp's 16 keys lie in one keep word of each query row: the stage's word 2 + w/2, bits 16(w%2) + g (+8).
+  const uint32_t keep_bit[2] = {1u << (16 * (w % 2) + g), 1u << (16 * (w % 2) + g + 8)};
+  float dk[32], dv[32], st[32], dpt[32], dq[32];
+  uint32_t pa[4][4], sa[4][4];
+  int n = 0;
+  for (int bh = first; bh < heads; bh += clusters, ++n) {
+    const int b = bh / kHeads, h = bh % kHeads, next = bh + clusters, x = n & 1;
+    const uint32_t k_tile = base + F::kKV0 + 2 * x * kTile, v_tile = k_tile + kTile;
+    const uint32_t phase = static_cast<uint32_t>(n & 1);
+    const float mask_r[2] = {mask_next[0], mask_next[1]};
+    sm90::mbar_wait(kv_bar(x), static_cast<uint32_t>((n >> 1) & 1));
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
+    for (int it = 0; it < tiles; ++it) {
+      const int tq = tile_of(it);
+      const uint32_t q_tile = base + F::kStage0 + 2 * tq * kTile, do_tile = q_tile + kTile;
+      float* const rows_s = reinterpret_cast<float*>(smem_ptr + base + F::kRows0 + tq * F::kRowBytes);
+      sm90::mbar_wait(full(tq), phase);
+      flash_wg_bwd::products<E>(st, dpt, k_tile, v_tile, q_tile, do_tile);
+      flash_wg_bwd::dot_rows<E>(base + F::kDs0 + it * kTile, do_tile, rows_s + F::kQueries, tid);
+      sm90::wgmma_wait<0>();  // this tile's Sᵀ, dPᵀ and the previous step's dV/dK and dq products
+      sm90::fence_operands(st);
+      sm90::fence_operands(dpt);
+      sm90::fence_operands(dk);
+      sm90::fence_operands(dv);
+      sm90::fence_operands(dq);
+      // The previous head's stores have read the other K/V buffer and X (thread 0 issued them).
+      if (it == 1 && tid == 0) sm90::tma_store_wait_read<0>();
+      sm90::warpgroup_sync(0);  // the tile's D is in shared memory; (it == 1) step 0's stage, region, rows are free
+      if (it == 1) {
+        // Head next's K/V and first tile while this step and the head's end run.
+        if (next < heads) {
+          if (tid == 0) {
+            sm90::fence_proxy_async();
+            load_kv(next, x ^ 1);
+            load_stage(next, tile_of(0));
+          }
+          if (warp == 0) load_rows(next, tile_of(0));
+          mask_of(next, mask_next);
+        }
+        // Step 0's share (complete with the wait above) into the peer's X, once both blocks' X are free.
+        sm90::cluster_arrive_release();
+        sm90::cluster_wait();
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          sm90::st_cluster_f4(sm90::smem_u32(xslot + i * 128 + tid), static_cast<uint32_t>(part ^ 1),
+                              make_float4(dq[4 * i], dq[4 * i + 1], dq[4 * i + 2], dq[4 * i + 3]));
+      }
+      const uint32_t* const keep_s = reinterpret_cast<const uint32_t*>(rows_s) + (2 + w / 2) * F::kQueries + 2 * t;
+      flash_wg_bwd::softmax_ds<kDropout>(st, dpt, rows_s + 2 * t, rows_s + F::kQueries + 2 * t, keep_s, keep_bit,
+                                         mask_r, scale2);
+      flash::pack_acc64<E>(pa, st);
+      flash::pack_acc64<E>(sa, dpt);
+      flash_wg_bwd::dv_dk<E>(dv, dk, pa, sa, q_tile, do_tile);
+      // dSᵀ into region `it` (its O tile was read above, before the barrier), the A operand of dq = dS·K.
+      const uint32_t region = base + F::kDs0 + it * kTile;
+      sm90::stmatrix_tile64(region, sa);
+      sm90::fence_proxy_async();
+      sm90::warpgroup_sync(0);
+      flash_wg_bwd::dq_product<E>(dq, region, k_tile);
+    }
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(dk);
+    sm90::fence_operands(dv);
+    sm90::fence_operands(dq);
+    if (tiles == 2) {
+      // Both shares written: the peer's first-tile share, which is this block's last tile, is in X.
+      sm90::cluster_arrive_release();
+      sm90::cluster_wait();
+      flash_wg_bwd::add_share(dq, xslot, tid);
+    } else if (tid == 0) {
+      sm90::tma_store_wait_read<0>();  // the previous head's stores have read the other K/V buffer and X
+    }
+    sm90::warpgroup_sync(0);  // X read by every thread; every step's stage, region and rows free
+    if (next < heads) {
+      if (tiles == 2) {
+        if (tid == 0) {
+          sm90::fence_proxy_async();
+          load_stage(next, tile_of(1));
+        }
+        if (warp == 0) load_rows(next, tile_of(1));
+      } else {
+        if (tid == 0) {
+          sm90::fence_proxy_async();
+          load_kv(next, x ^ 1);
+          load_stage(next, 0);
+        }
+        if (warp == 0) load_rows(next, 0);
+        mask_of(next, mask_next);
+      }
+    }
+    // dQ of the block's last tile (the half with keys past S and one tile has none), dK and dV: staged
+    // in X and this head's K/V tiles (their last products are complete), stored by TMA (rows past S
+    // clipped); the next reuse of either waits until the stores have read them.
+    const bool has_dq = tiles == 2 || part == 0;
+    uint32_t pk[4][4];
+    if (has_dq) {
+      flash::pack_acc64<E>(pk, dq, scale, scale);
+      sm90::stmatrix_tile64(base + F::kX0, pk);
+    }
+    flash::pack_acc64<E>(pk, dk, scale, scale);
+    sm90::stmatrix_tile64(k_tile, pk);
+    flash::pack_acc64<E>(pk, dv, v_scale, v_scale);
+    sm90::stmatrix_tile64(v_tile, pk);
+    sm90::fence_proxy_async();
+    sm90::warpgroup_sync(0);
+    if (tid == 0) {
+      if (j0 < seq) {  // (all of the second key half can lie past S)
+        sm90::tma_store_3d(&p.dqkv_out, k_tile, kHidden + h * kHeadDim, j0, b);
+        sm90::tma_store_3d(&p.dqkv_out, v_tile, 2 * kHidden + h * kHeadDim, j0, b);
+      }
+      if (has_dq) sm90::tma_store_3d(&p.dqkv_out, base + F::kX0, h * kHeadDim, tile_of(tiles - 1) * F::kQueries, b);
+      sm90::tma_store_commit();
+    }
+  }
+  if (tid == 0) sm90::tma_store_wait_read<0>();  // the block's shared memory stays until the stores have read it
+#else
+  (void)p;
+  __trap();  // planned only for sm_90 targets, built as sm_90a
 #endif
 }
 

@@ -2083,6 +2083,9 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
     c.max_seq_length = max_seq;
     return attn_bwd_plan(c, arch, bwd, dq);
   };
+  // The per-head form (a cluster per head); the persistent one, the default where it applies, has its
+  // own test case (DSKC_ATTN_BWD_PERSIST).
+  const dskc_test::ScopedEnv persist_env("DSKC_ATTN_BWD_PERSIST", "off");
   for_each_fused_bert_large([&](const LayerConfig& c) {
     for (int max_seq : {128, 100, 65, 64, 1})
       for (AttnBwd bwd : {AttnBwd::Wgmma, AttnBwd::Wgmma2}) {
@@ -2827,6 +2830,7 @@ struct ModuleCase {
   LinearGemm linear_gemm = LinearGemm::Cublas;     // Sm90 (needed by output_gemm Fused): the forward's QKV,
                                                    // attention-output and output GEMMs as gemm_sm90
   AttnStore attn_store = AttnStore::Tma;           // Rows: the wgmma attention kernels' 4-byte output stores
+  AttnBwdPersist attn_bwd_persist = AttnBwdPersist::Off;  // On: the persistent clustered dK/dV kernel
 };
 
 void compile_module(const ModuleCase& mc) {
@@ -2857,12 +2861,14 @@ void compile_module(const ModuleCase& mc) {
   opt.dgrad_gemm = mc.dgrad_gemm;
   opt.linear_gemm = mc.linear_gemm;
   opt.attn_store = mc.attn_store;
+  opt.attn_bwd_persist = mc.attn_bwd_persist;
   opt.arch = mc.arch;  // sm_90: gemm_sm90 where the layer allows (built for sm_90a)
   const LayerPlan plan = make_plan(c, opt);
   if (mc.output_gemm == OutputGemm::Fused) REQUIRE(plan.output_gemm_fused);
   if (mc.dgrad_gemm == DgradGemm::Sm90) REQUIRE(plan.dgrad_gemm_sm90);
   if (mc.dq_fused) REQUIRE(plan.attn_dq_fused);
   if (mc.dq_ring) REQUIRE(plan.attn_dq_ring);
+  if (mc.attn_bwd_persist == AttnBwdPersist::On) REQUIRE(plan.attn_bwd_persist);
   BuildResult r;
   try {
     r = build_module(plan, {mc.arch, EmitKind::Cubin, {}}, /*use_cache=*/false);
@@ -3101,6 +3107,95 @@ TEST_CASE("whole modules compile with attn_flash_fwd's two K/V buffers (DSKC_ATT
 // DSKC_ATTN_STORE (LayerPlan::attn_tma_stores, kAttnTmaStores): the wgmma attention kernels store
 // their output tiles by TMA (default) or by 4-byte stores (rows); both forms compile, without spills,
 // for the kernels' shapes (one and two warpgroups, the fused dQ in clusters, the dQ GEMM path, bf16).
+TEST_CASE("DSKC_ATTN_BWD_PERSIST: the clustered fused-dQ attention backward as a persistent kernel whose clusters walk "
+          "the heads") {
+  const LayerConfig c = bert_large();
+  auto plan_with = [](const LayerConfig& cfg, int max_seq, AttnBwdPersist persist, AttnDq dq = AttnDq::Fused,
+                      AttnBwd bwd = AttnBwd::Wgmma, const std::string& arch = "sm_90") {
+    LayerConfig x = cfg;
+    x.max_seq_length = max_seq;
+    PlanOptions o = fused_options(arch);
+    o.attn_mask = AttnMask::LayerNorm;
+    o.attn_dq = dq;
+    o.attn_bwd = bwd;
+    o.attn_bwd_persist = persist;
+    return make_plan(x, o);
+  };
+  for (const int max_seq : {65, 100, 128}) {
+    CAPTURE(max_seq);
+    const LayerPlan on = plan_with(c, max_seq, AttnBwdPersist::On), off = plan_with(c, max_seq, AttnBwdPersist::Off);
+    REQUIRE(off.attn_bwd_cluster == 2);
+    REQUIRE(off.attn_dot_in_dkdv);
+    CHECK_FALSE(off.attn_bwd_persist);
+    CHECK(on.attn_bwd_persist);
+    // Only the dK/dV kernel differs: the same kernels in the same order, the same memory.
+    CHECK(kernel_names(on) == kernel_names(off));
+    CHECK(on.activation_bytes() == off.activation_bytes());
+    CHECK(on.workspace_bytes(c.batch_size, max_seq) == off.workspace_bytes(c.batch_size, max_seq));
+    const KernelInfo* k = on.find_kernel("attn_flash_bwd_dkdv");
+    const KernelInfo* g = off.find_kernel("attn_flash_bwd_dkdv");
+    REQUIRE(k);
+    REQUIRE(g);
+    CHECK(k->instantiation == "attn_flash_bwd_wgmma_persist_impl<T, kAttnDropoutOn>");
+    CHECK(k->op == "attn_flash_bwd_wgmma");
+    CHECK(k->grid == GridKind::FlashHeads);
+    CHECK(g->grid == GridKind::FlashTiles);
+    CHECK(k->cluster == 2);
+    CHECK(k->block == 128);
+    CHECK(k->rows_per_block == 64);
+    CHECK(k->min_blocks == "FlashWgBwdPersistTile::kMinBlocks");
+    CHECK(k->smem_check == "FlashWgBwdPersistTile::smem_bytes");
+    CHECK(k->dynamic_smem == flash_wg_bwd_persist_smem_bytes());
+    CHECK(k->fuses.find("persistent: each cluster walks heads") != std::string::npos);
+    const std::string src = emit(on).source;
+    CHECK(src.find("DSKC_CLUSTER_DIMS(2) attn_flash_bwd_dkdv(") != std::string::npos);
+    CHECK(src.find("grid = 2 · min(B·heads, resident clusters)") != std::string::npos);
+  }
+  // Two K/V buffers, two stages and the share slot that doubles as the dQ tile: two blocks still fit
+  // on an SM (the per-head form's third stage and separate share slot are gone).
+  CHECK(flash_wg_bwd_persist_smem_bytes() == 1024 + 10 * 8192 + 64 * 64 * 4 + 2 * 1024 + 32);
+  CHECK(2 * (flash_wg_bwd_persist_smem_bytes() + 1024) <= 228 * 1024);
+  // Elsewhere the switch changes nothing: one key half (max_seq <= 64), the ring or the dQ GEMM above
+  // 128 keys, two warpgroups per block, the dQ GEMM asked for, other archs.
+  const std::pair<int, AttnDq> same[] = {{64, AttnDq::Fused}, {200, AttnDq::Fused}, {256, AttnDq::Ring}, {128, AttnDq::Gemm}};
+  for (const auto& [max_seq, dq] : same) {
+    CAPTURE(max_seq);
+    const LayerPlan on = plan_with(c, max_seq, AttnBwdPersist::On, dq);
+    CHECK_FALSE(on.attn_bwd_persist);
+    CHECK(on.find_kernel("attn_flash_bwd_dkdv")->instantiation ==
+          plan_with(c, max_seq, AttnBwdPersist::Off, dq).find_kernel("attn_flash_bwd_dkdv")->instantiation);
+  }
+  CHECK_FALSE(plan_with(c, 128, AttnBwdPersist::On, AttnDq::Fused, AttnBwd::Wgmma2).attn_bwd_persist);
+  CHECK_FALSE(plan_with(c, 128, AttnBwdPersist::On, AttnDq::Fused, AttnBwd::Sync).attn_bwd_persist);
+  CHECK_FALSE(plan_with(c, 128, AttnBwdPersist::On, AttnDq::Fused, AttnBwd::Wgmma, "sm_80").attn_bwd_persist);
+  // The switch: on by default; "off"; a cluster count (on, at most that many clusters).
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD_PERSIST", nullptr);
+    CHECK(attn_bwd_persist_from_env() == -1);
+    CHECK(plan_with(c, 128, AttnBwdPersist::FromEnvironment).attn_bwd_persist);
+  }
+  const std::pair<const char*, int> words[] = {{"", -1}, {"off", 0}, {"on", -1}, {"1", 1}, {"3", 3}, {"1048576", 1048576}};
+  for (const auto& [v, want] : words) {
+    CAPTURE(v);
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD_PERSIST", v);
+    CHECK(attn_bwd_persist_from_env() == want);
+    CHECK(plan_with(c, 128, AttnBwdPersist::FromEnvironment).attn_bwd_persist == (want != 0));
+  }
+  for (const char* bad : {"ON", "0", "-1", "1x", "1048577", "99999999", "yes"})
+    check_env_error("DSKC_ATTN_BWD_PERSIST", bad, "off", "on", [] { attn_bwd_persist_from_env(); });
+  // Compiled through NVRTC for sm_90a: dropout and attn_dropout_checkpoint, none, fp16 and bf16, Pre- and Post-LN.
+  constexpr DType F16 = DType::F16, BF16 = DType::BF16;
+  const ModuleCase cases[] = {
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90", .mask_kernel = true, .dq_fused = true,
+       .attn_bwd_persist = AttnBwdPersist::On},
+      {.hidden = 256, .heads = 4, .seq = 100, .dtype = BF16, .arch = "sm_90", .flags = kAttnCkpt, .mask_kernel = true,
+       .dq_fused = true, .attn_bwd_persist = AttnBwdPersist::On},
+      {.hidden = 256, .heads = 4, .seq = 128, .dtype = F16, .arch = "sm_90", .pre_ln = false, .attn_drop = 0.0,
+       .mask_kernel = true, .dq_fused = true, .attn_bwd_persist = AttnBwdPersist::On},
+  };
+  for (const auto& mc : cases) compile_module(mc);
+}
+
 TEST_CASE("DSKC_ATTN_STORE: TMA output stores of the wgmma attention kernels (default) or 4-byte stores") {
   const LayerConfig c = bert_large();
   const LayerPlan def = sm90_plan(c);

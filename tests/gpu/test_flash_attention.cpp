@@ -109,6 +109,7 @@ struct Result {
   int bwd_wgs = 0;         // its math warpgroups per block
   int bwd_cluster = 0;     // its blocks per cluster
   bool tma_stores = false;  // the plan's attn_tma_stores (the wgmma kernels' outputs by TMA)
+  bool bwd_persist = false;  // the plan's attn_bwd_persist (the persistent clustered dK/dV kernel)
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
@@ -155,6 +156,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.bwd_wgs = layer.plan().attn_bwd_wgs;
   r.bwd_cluster = layer.plan().attn_bwd_cluster;
   r.tma_stores = layer.plan().attn_tma_stores;
+  r.bwd_persist = layer.plan().attn_bwd_persist;
   if (poison) DSKC_CU(cuMemsetD8Async(layer.tensor("grad_qkv"), 0xFF, rows * 3 * H * eb, ctx.stream()));
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
@@ -932,6 +934,62 @@ TEST_CASE("wgmma attention kernels: outputs stored by TMA (DSKC_ATTN_STORE=tma) 
     check_tma_vs_rows({"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true}, bwd, dq);
     check_tma_vs_rows({"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true}, bwd, dq);
   }
+}
+
+// DSKC_ATTN_BWD_PERSIST (templates/attn_flash_bwd_wgmma.cuh, attn_flash_bwd_wgmma_persist_impl): the
+// clustered fused-dQ dK/dV kernel (65 .. 128 keys) with each cluster walking heads against the default
+// cluster per head, on the same layer and inputs: the same arithmetic in the same order, so dQ/dK/dV
+// (grad_qkv, poisoned to NaN first) and every gradient are bitwise equal. Cluster caps of 1, 3 and
+// 5 make clusters walk several heads (odd and even counts: both K/V buffers, every barrier phase);
+// "on" takes as many clusters as fit (more heads than that in the 384-head case). One query tile
+// per head (S <= 64 at max_seq 128: the second key half wholly past S, no hand-over) and two, partial
+// tiles, masks, dropout on and off, attn_dropout_checkpoint, fp16 and bf16, Pre- and Post-LN.
+void check_persist_vs_grid(const Case& k, const char* persist) {
+  if (!selected(k.name)) return;
+  const LayerConfig c = config_of(k);
+  const int B = k.batch, S = k.seq;
+  INFO("case " << k.name << ": DSKC_ATTN_BWD_PERSIST=" << persist << " vs off, B=" << B << " S=" << S << " "
+               << dtype_name(c.dtype()));
+  const Progress progress(std::string(k.name) + " persistent dK/dV (" + persist + ") vs a cluster per head");
+  Context ctx;
+  const auto params = rounded_params(c, 19, 86);
+  auto [x, dy, mask] = inputs_of(k, c.hidden_size, c.dtype(), 20, 21);
+  Result r[2];
+  for (int i = 0; i < 2; ++i) {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_BWD_PERSIST", i == 0 ? "off" : persist);
+    r[i] = run(ctx, c, AttentionPath::FusedWhereSupported, params, x, mask, dy, B, S, "kernel", false, nullptr, true);
+  }
+  REQUIRE(r[1].fused);
+  if (!r[1].bwd_wgmma) {
+    MESSAGE("this GPU is not sm_90: the layer has no wgmma attention backward");
+    return;
+  }
+  CHECK_FALSE(r[0].bwd_persist);
+  REQUIRE(r[1].bwd_persist);
+  CHECK(r[1].bwd_cluster == 2);
+  CHECK(r[1].lse == r[0].lse);
+  CHECK(r[1].out == r[0].out);
+  CHECK(r[1].dqkv == r[0].dqkv);
+  CHECK(r[1].dx == r[0].dx);
+  for (const auto& [name, g] : r[0].grads) CHECK_MESSAGE(r[1].grads.at(name) == g, "grad_" << name << " differs");
+  size_t nan = 0;
+  for (float v : r[1].dqkv) nan += std::isnan(v) ? 1 : 0;
+  CHECK_MESSAGE(nan == 0, nan << " grad_qkv elements left unwritten");
+}
+
+TEST_CASE("persistent clustered attention backward (DSKC_ATTN_BWD_PERSIST) and a cluster per head are bitwise equal") {
+  dskc_test::require_gpu();
+  const Case cases[] = {
+      {"d64-s128", 2, 128, 128, 1024, 16, DType::F16, true, 0.1, true},
+      {"d64-m128-s50", 2, 128, 50, 256, 4, DType::F16, true, 0.1, true},
+      {"d64-m128-s65-adc", 3, 128, 65, 256, 4, DType::BF16, true, 0.1, true, true},
+      {"d64-s127-nodrop", 2, 128, 127, 256, 4, DType::F16, true, 0.0, true},
+      {"d64-m100-s100-post", 5, 100, 100, 256, 4, DType::BF16, false, 0.2, true},
+  };
+  for (const char* persist : {"1", "3", "5", "on"})
+    for (const Case& k : cases) check_persist_vs_grid(k, persist);
+  // More heads than resident clusters: 24 × 16 = 384.
+  check_persist_vs_grid({"d64-s128-b24", 24, 128, 128, 1024, 16, DType::F16, true, 0.1, true}, "on");
 }
 
 // DSKC_ATTN_DQ=ring: from 129 to 512 keys the wgmma dK/dV kernel's blocks (64 keys each, clusters of
