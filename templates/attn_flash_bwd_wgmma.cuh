@@ -656,8 +656,10 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
 // outputs by TMA. The same mathematics, order of summation and outputs as
 // attn_flash_bwd_wgmma_impl<E, kDropout, 1, true, 2> (bitwise equal), but each cluster walks the heads
 // first, first + clusters, … (grid: 2 × clusters blocks, clusters ≤ B·heads) instead of one head per
-// cluster, so that a head's loads arrive while the previous head computes: bench/NOTES.md v44 measured
-// a (64,128) block's life as ~23% prologue (loads in flight, nothing to compute) and its stores.
+// cluster, so that a head's loads arrive while the previous head computes (bench/NOTES.md v44 measured
+// a (64,128) block's life as ~23% prologue: loads in flight, nothing to compute). Measured (v47): the
+// kernel −3% at (64,128) (0.0695 → 0.0677 ms), not the ~25% predicted: the other block on the SM
+// already hid most of a prologue, and the heads' dependent chains bound the kernel.
 //   K/V: two buffers, head n in buffer n % 2. Head n + 1's K/V are loaded once head n − 1's dK/dV
 //     stores (staged in that buffer) have read it, at head n's second step.
 //   Q/dO of query tile t in stage t, O in the dSᵀ region of the step that walks it (as above); head
