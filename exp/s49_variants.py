@@ -22,16 +22,9 @@ pre = """        // Head next's K/V and first tile while this step and the head'
         }
 """
 anchor = "      flash_wg_bwd::dv_dk<E>(dv, dk, pa, sa, q_tile, do_tile);\n"
-late = anchor + """      if (it == 1 && next < heads) {
-        if (tid == 0) {
-          sm90::fence_proxy_async();
-          load_kv(next, x ^ 1);
-          load_stage(next, tile_of(0));
-        }
-        if (warp == 0) load_rows(next, tile_of(0));
-        mask_of(next, mask_next);
-      }
-"""
+# The same block, one level out, guarded by the second step.
+body = pre.split("\n", 1)[1].replace("        if (next < heads) {", "        if (it == 1 && next < heads) {", 1)
+late = anchor + "\n".join(l[2:] if l.startswith("  ") else l for l in body.split("\n"))
 def sub(text, pairs):
     for a, b in pairs:
         assert text.count(a) == 1, a
