@@ -792,8 +792,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
                         : fmt::format("attn_flash_bwd_wgmma_impl<T, kAttnDropoutOn, {}{}>", wgs, fused_arg),
                 tile + "::kThreads", 128 * wgs, tile + "::kKeys", 64 * wgs,
                 fmt::format("fused attention backward on warpgroup MMA ({} warpgroup{} of 64 keys per block, Q/dO by "
-                            "TMA in 3 stages): dK, dV per key tile + {} ({})",
-                            wgs, wgs == 1 ? "" : "s",
+                            "TMA in {} stages): dK, dV per key tile + {} ({})",
+                            wgs, wgs == 1 ? "" : "s", persist ? 2 : 3,
                             dq_reduce      ? "dS·K into the fp32 accumulator attn_dq_acc by TMA reductions (stochastic_mode)"
                             : !dq_fused    ? "dSᵀ into grad_scores by TMA for the dQ GEMM"
                             : dq_ring      ? fmt::format("dQ = dS·K/√d (clusters of {} blocks hold every key; each query "

@@ -99,7 +99,7 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     DSKC_CU(cuOccupancyMaxActiveClusters(&clusters, module_->function(k->name), &lc));
     if (clusters < 1)
       throw Error(ErrorKind::Device,
-                  "attn_flash_bwd_dkdv (persistent) fits no cluster of two blocks on this GPU; unset DSKC_ATTN_BWD_PERSIST");
+                  "attn_flash_bwd_dkdv (persistent) fits no cluster of two blocks on this GPU; set DSKC_ATTN_BWD_PERSIST=off");
     const int cap = attn_bwd_persist_from_env();
     attn_bwd_clusters_ = cap > 0 ? std::min(cap, clusters) : clusters;
   }
