@@ -246,6 +246,29 @@ __device__ __forceinline__ void add_share(float (&dq)[32], const float4* slot, i
     dq[4 * i + 3] += o.w;
   }
 }
+// L (and D, kDot) and the keep words (kWords per query: keys j0 + 32x .. + 31, kDropout) of query
+// tile `it` into a stage's row values at dst (L at q, D at 64 + q, word x at 64(2 + x) + q), by one
+// warp with 4-byte cp.async (zero past S), then the lanes' cp.async arrivals on `bar`.
+template <bool kDropout, bool kDot, int kWords>
+__device__ __forceinline__ void load_rows(uint32_t dst, uint32_t bar, const float* lse_g, const float* dot_g,
+                                          const uint32_t* bits_g, int it, int seq, int words, int j0, int lane) {
+#if DSKC_SM90A
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int q = lane + 32 * r, i = it * 64 + q;
+    const uint32_t bytes = i < seq ? 4u : 0u;
+    const int ic = min(i, seq - 1);
+    sm90::cp_async_4(dst + 4 * q, lse_g + ic, bytes);
+    if constexpr (kDot) sm90::cp_async_4(dst + 4 * (64 + q), dot_g + ic, bytes);
+    if constexpr (kDropout)
+#pragma unroll
+      for (int x = 0; x < kWords; ++x)
+        sm90::cp_async_4(dst + 4 * ((2 + x) * 64 + q), bits_g + static_cast<size_t>(ic) * words + min(j0 / 32 + x, words - 1),
+                         bytes);
+  }
+  sm90::cp_async_mbar_arrive(bar);
+#endif
+}
 }  // namespace flash_wg_bwd
 
 template <typename E, bool kDropout, int kWG, bool kDqFused = false, int kCluster = 1, bool kDqReduce = false>
@@ -310,22 +333,10 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   auto load_rows = [&](int step) {
     const int s = step % F::kStages;
     const int it = kRing ? tile_of(step) : step;
-    const uint32_t dst = base + F::kRows0 + s * F::kRowBytes;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int q = lane + 32 * r, i = it * F::kQueries + q;
-      const uint32_t bytes = i < seq ? 4u : 0u;
-      const int ic = min(i, seq - 1);
-      sm90::cp_async_4(dst + 4 * q, lse_g + ic, bytes);
-      if constexpr (!F::kDotFused) sm90::cp_async_4(dst + 4 * (F::kQueries + q), dot_g + ic, bytes);
-      if constexpr (kDropout)
-#pragma unroll
-        for (int x = 0; x < 2 * kWG; ++x)  // the words of keys j0 + 32x .. + 31
-          sm90::cp_async_4(dst + 4 * ((2 + x) * F::kQueries + q),
-                           bits_g + static_cast<size_t>(ic) * words + min(j0 / 32 + x, words - 1), bytes);
-    }
-    sm90::cp_async_mbar_arrive(full(s));
+    flash_wg_bwd::load_rows<kDropout, !F::kDotFused, 2 * kWG>(base + F::kRows0 + s * F::kRowBytes, full(s), lse_g, dot_g,
+                                                               bits_g, it, seq, words, j0, lane);
   };
+
   if (threadIdx.x == 0) {
     for (int s = 0; s < F::kStages; ++s) {
       sm90::mbar_init(full(s), 1 + 32);  // the TMA's expect_tx arrival + the 32 lanes' cp.async arrivals
@@ -730,24 +741,12 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_persist_impl(const AttnFlas
     sm90::tma_load_3d(base + F::kDs0 + ((tq + part) % tiles) * kTile, &p.ctx, full(tq), h * kHeadDim,
                       tq * F::kQueries, b);
   };
-  // Head bh's L and keep words of query tile tq into stage tq's row values (warp 0; cp.async, zero past S).
+  // Head bh's L and keep words of query tile tq into stage tq's row values (warp 0).
   auto load_rows = [&](int bh, int tq) {
-    const float* lse_g = p.lse + static_cast<size_t>(bh) * seq;
-    const uint32_t* bits_g = kDropout ? p.bits + static_cast<size_t>(bh) * seq * words : nullptr;
-    const uint32_t dst = base + F::kRows0 + tq * F::kRowBytes;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int q = lane + 32 * r, i = tq * F::kQueries + q;
-      const uint32_t bytes = i < seq ? 4u : 0u;
-      const int ic = min(i, seq - 1);
-      sm90::cp_async_4(dst + 4 * q, lse_g + ic, bytes);
-      if constexpr (kDropout)
-#pragma unroll
-        for (int x = 0; x < 2; ++x)  // the words of keys j0 + 32x .. + 31
-          sm90::cp_async_4(dst + 4 * ((2 + x) * F::kQueries + q),
-                           bits_g + static_cast<size_t>(ic) * words + min(j0 / 32 + x, words - 1), bytes);
-    }
-    sm90::cp_async_mbar_arrive(full(tq));
+    flash_wg_bwd::load_rows<kDropout, false, 2>(base + F::kRows0 + tq * F::kRowBytes, full(tq),
+                                                p.lse + static_cast<size_t>(bh) * seq, nullptr,
+                                                kDropout ? p.bits + static_cast<size_t>(bh) * seq * words : nullptr, tq,
+                                                seq, words, j0, lane);
   };
   // This thread's keys j0 + 16w + g (+8): their mask values (× log2 e; −inf past S), loaded a head ahead.
   auto mask_of = [&](int bh, float (&m)[2]) {
