@@ -336,7 +336,7 @@ enum class FfnGemm {
   Sm90Forward,      // gemm_sm90 for the intermediate GEMM (forward) where supported; cuBLASLt backward
   Sm90,             // gemm_sm90 for both GELU GEMMs where supported
 };
-constexpr FfnGemm kFfnGemmDefault = FfnGemm::Sm90Forward;
+constexpr FfnGemm kFfnGemmDefault = FfnGemm::Sm90;
 // Where Pre-LN's output GEMM's bias, dropout and residual add run (LayerPlan::output_gemm_fused).
 enum class OutputGemm {
   FromEnvironment,  // DSKC_OUTPUT_GEMM: unset, "" or "separate" -> Separate; "fused" -> Fused

@@ -140,14 +140,16 @@ template <typename E>
 __device__ __forceinline__ void products(float (&st)[32], float (&dpt)[32], uint32_t k_tile, uint32_t v_tile,
                                          uint32_t q_tile, uint32_t do_tile) {
 #if DSKC_SM90A
+  using sm90::wgmma_desc_advance;
+  const uint64_t kd = sm90::wgmma_desc_k128(k_tile), qd = sm90::wgmma_desc_k128(q_tile);
+  const uint64_t vd = sm90::wgmma_desc_k128(v_tile), dod = sm90::wgmma_desc_k128(do_tile);
   sm90::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    sm90::wgmma_m64n64k16_ss<E>(st, sm90::wgmma_desc_k128(k_tile + 32 * kk), sm90::wgmma_desc_k128(q_tile + 32 * kk), kk);
+    sm90::wgmma_m64n64k16_ss<E>(st, wgmma_desc_advance(kd, 32 * kk), wgmma_desc_advance(qd, 32 * kk), kk);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_k128(v_tile + 32 * kk), sm90::wgmma_desc_k128(do_tile + 32 * kk),
-                                kk);
+    sm90::wgmma_m64n64k16_ss<E>(dpt, wgmma_desc_advance(vd, 32 * kk), wgmma_desc_advance(dod, 32 * kk), kk);
   sm90::wgmma_commit();
 #endif
 }
@@ -213,11 +215,12 @@ template <typename E>
 __device__ __forceinline__ void dv_dk(float (&dv)[32], float (&dk)[32], const uint32_t (&pa)[4][4],
                                       const uint32_t (&sa)[4][4], uint32_t q_tile, uint32_t do_tile) {
 #if DSKC_SM90A
+  const uint64_t dod = sm90::wgmma_desc_mn128(do_tile), qd = sm90::wgmma_desc_mn128(q_tile);
   sm90::wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dv, pa[kk], sm90::wgmma_desc_mn128(do_tile + 2048 * kk));
+  for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dv, pa[kk], sm90::wgmma_desc_advance(dod, 2048 * kk));
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dk, sa[kk], sm90::wgmma_desc_mn128(q_tile + 2048 * kk));
+  for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(dk, sa[kk], sm90::wgmma_desc_advance(qd, 2048 * kk));
   sm90::wgmma_commit();
 #endif
 }
@@ -226,11 +229,11 @@ __device__ __forceinline__ void dv_dk(float (&dv)[32], float (&dk)[32], const ui
 template <typename E>
 __device__ __forceinline__ void dq_product(float (&dq)[32], uint32_t region, uint32_t k_tile) {
 #if DSKC_SM90A
+  const uint64_t sd = sm90::wgmma_desc_mn128(region), kd = sm90::wgmma_desc_mn128(k_tile);
   sm90::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    sm90::wgmma_m64n64k16_ss<E, 1>(dq, sm90::wgmma_desc_mn128(region + 2048 * kk), sm90::wgmma_desc_mn128(k_tile + 2048 * kk),
-                                   kk);
+    sm90::wgmma_m64n64k16_ss<E, 1>(dq, sm90::wgmma_desc_advance(sd, 2048 * kk), sm90::wgmma_desc_advance(kd, 2048 * kk), kk);
   sm90::wgmma_commit();
 #endif
 }
@@ -297,7 +300,8 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   // kDqFused: which of the two key halves of the sequence the warpgroup holds (its block's warpgroup
   // index, or its block's rank in the cluster); 0 where one warpgroup holds every key. kRing: the
   // block's rank in the ring.
-  const int part = kWG == 2 ? warp / 4 : kCluster >= 2 ? static_cast<int>(blockIdx.x % kCluster) : 0;
+  const int part =
+      kWG == 2 ? sm90::warpgroup_index() : kCluster >= 2 ? static_cast<int>(blockIdx.x % kCluster) : 0;
   if constexpr (kRing) {
     // Keys all past S: no tile of the ring; the block still takes part in each of its barriers.
     if (part >= tiles) {
@@ -377,7 +381,8 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_impl(const AttnFlashBwdWgPa
   if constexpr (kRing) sm90::cluster_arrive_relaxed();  // (the ring's barrier 0)
 
   // ---- math warpgroup c: keys j0 + 64c + 16w + g (+8) ----
-  const int c = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4, tid = threadIdx.x % 128;
+  const int c = kWG == 1 ? 0 : sm90::warpgroup_index();
+  const int w = warp % 4, g = lane / 4, t = lane % 4, tid = threadIdx.x % 128;
   const uint32_t k_tile = base + F::kKV + 2 * c * F::kTileBytes, v_tile = k_tile + F::kTileBytes;
   const float scale = 1.f / sqrtf(static_cast<float>(kHeadDim));
   const float scale2 = scale * flash::kLog2e;
@@ -720,8 +725,9 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_persist_impl(const AttnFlas
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
   const int w = warp, g = lane / 4, t = lane % 4;
   const int words = (seq + 31) / 32;
-  // Step `it` of a head walks query tile (it + part) % tiles (the halves start at different tiles).
-  auto tile_of = [&](int it) { return (it + part) % tiles; };
+  // Step `it` of a head walks query tile (it + part) % tiles (the halves start at different tiles);
+  // it < tiles and part <= 1, so one conditional subtraction is the modulo (no integer division).
+  auto tile_of = [&](int it) { return it + part >= tiles ? it + part - tiles : it + part; };
   // Head bh's K/V into buffer x (thread 0).
   auto load_kv = [&](int bh, int x) {
     const int b = bh / kHeads, h = bh % kHeads;
@@ -738,7 +744,7 @@ __device__ __forceinline__ void attn_flash_bwd_wgmma_persist_impl(const AttnFlas
     sm90::mbar_arrive_expect_tx(full(tq), 3 * kTile);
     sm90::tma_load_3d(qt, &p.qkv, full(tq), h * kHeadDim, tq * F::kQueries, b);
     sm90::tma_load_3d(qt + kTile, &p.dctx, full(tq), h * kHeadDim, tq * F::kQueries, b);
-    sm90::tma_load_3d(base + F::kDs0 + ((tq + part) % tiles) * kTile, &p.ctx, full(tq), h * kHeadDim,
+    sm90::tma_load_3d(base + F::kDs0 + tile_of(tq) * kTile, &p.ctx, full(tq), h * kHeadDim,
                       tq * F::kQueries, b);
   };
   // Head bh's L and keep words of query tile tq into stage tq's row values (warp 0).

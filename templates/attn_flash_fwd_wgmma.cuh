@@ -148,16 +148,16 @@ __device__ __forceinline__ void attn_flash_fwd_wgmma_impl(const AttnFlashFwdWgPa
   uint32_t pa[4][4];                    // P ⊙ Z of the previous tile as A fragments, per k16 step of keys
   auto issue_s = [&](int it) {
     sm90::mbar_wait(full(it % kStages), (it / kStages) & 1u);
+    const uint64_t qd = sm90::wgmma_desc_k128(q_tile), kd = sm90::wgmma_desc_k128(k_tile(it));
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      sm90::wgmma_m64n64k16_ss<E>(s, sm90::wgmma_desc_k128(q_tile + 32 * kk), sm90::wgmma_desc_k128(k_tile(it) + 32 * kk),
-                                  kk);
+      sm90::wgmma_m64n64k16_ss<E>(s, sm90::wgmma_desc_advance(qd, 32 * kk), sm90::wgmma_desc_advance(kd, 32 * kk), kk);
     sm90::wgmma_commit();
   };
   auto issue_pv = [&](int it) {
-    const uint32_t v_tile = k_tile(it) + F::kTileBytes;
+    const uint64_t vd = sm90::wgmma_desc_mn128(k_tile(it) + F::kTileBytes);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(o, pa[kk], sm90::wgmma_desc_mn128(v_tile + 2048 * kk));
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_m64n64k16_rs_tn<E>(o, pa[kk], sm90::wgmma_desc_advance(vd, 2048 * kk));
     sm90::wgmma_commit();
   };
   // S of tile it -> P ⊙ Z (in s); updates m and l; corr = the factor for what was summed before.

@@ -40,8 +40,10 @@
 // Registers: __launch_bounds__(384, 1) gives every thread 168, enough for the 128 accumulators.
 // Measured (bench/NOTES.md v17, v18): the mainloop alone runs at ~775 TFLOP/s on the FFN shapes
 // (cuBLASLt: ~650), with the stores ~625, but the GELU / GELU' arithmetic of every element, though
-// overlapped with the other warpgroup's mainloop, slows it (~0.03 ms a GEMM), so cuBLASLt + the
-// bias_gelu passes stay the default. (v17's kernel: both warpgroups on one 128 x 256 tile and three epilogue warps.)
+// overlapped with the other warpgroup's mainloop, slows it (~0.03 ms a GEMM). Since v26 the forward
+// GELU GEMM is the default on sm_90, and since v48 (the warpgroup index and the k loop's descriptors
+// in uniform registers: no R2UR per HGMMA, 16% less code) the backward one too (DSKC_FFN_GEMM=sm90).
+// (v17's kernel: both warpgroups on one 128 x 256 tile and three epilogue warps.)
 #pragma once
 #include "dskc_config.cuh"
 #include "common/types.cuh"
@@ -157,7 +159,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   const int tiles = (p.m + G::kBlockM - 1) / G::kBlockM * kTilesN;
   auto tile_m0 = [&](int tile) { return tile / kTilesN * G::kBlockM; };
   auto tile_n0 = [&](int tile) { return tile % kTilesN * G::kBlockN; };
-  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  const int wg = sm90::warpgroup_index(), t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(full(s), 1);   // the producer's arrive_expect_tx (+ the TMA bytes)
@@ -244,12 +246,13 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     for (int kb = 0; kb < kKBlocks; ++kb) {
       sm90::mbar_wait(full(stage), phase);
       sm90::wgmma_fence();
-      const uint32_t a = s_a + stage * G::kABytes, b = s_b + stage * G::kBBytes;
+      const uint64_t da = sm90::wgmma_desc_k128(s_a + stage * G::kABytes);
+      const uint64_t db = sm90::wgmma_desc_k128(s_b + stage * G::kBBytes);
 #pragma unroll
       for (int k = 0; k < G::kBlockK / 16; ++k) {
-        const uint64_t db = sm90::wgmma_desc_k128(b + 32 * k);
-        sm90::wgmma_m64n128k16<T>(acc0, sm90::wgmma_desc_k128(a + 32 * k), db);
-        sm90::wgmma_m64n128k16<T>(acc1, sm90::wgmma_desc_k128(a + 64 * 128 + 32 * k), db);
+        const uint64_t dbk = sm90::wgmma_desc_advance(db, 32 * k);
+        sm90::wgmma_m64n128k16<T>(acc0, sm90::wgmma_desc_advance(da, 32 * k), dbk);
+        sm90::wgmma_m64n128k16<T>(acc1, sm90::wgmma_desc_advance(da, 64 * 128 + 32 * k), dbk);
       }
       sm90::wgmma_commit();
       if constexpr (kLoadsPre) {

@@ -45,6 +45,16 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// This thread's warpgroup (threadIdx.x / 128) as a value ptxas knows is the same in every lane of the
+// warp (broadcast from lane 0, as CUTLASS's canonical_warp_group_idx does). Computed from threadIdx
+// directly, the index and everything derived from it (stage addresses, hence the wgmma descriptors)
+// live in vector registers and each descriptor is moved to uniform registers (R2UR) before its HGMMA;
+// with the broadcast they are uniform-datapath values (gemm_inter_fwd: 168 -> 157 registers, 16% less
+// code; bench/NOTES.md v48).
+__device__ __forceinline__ int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+}
+
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
 #if DSKC_SM90A
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -347,6 +357,14 @@ __device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
 __device__ __forceinline__ uint64_t wgmma_desc_mn128(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 16) |
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// `desc` (either form above) moved `bytes` further into its tile: only the 14-bit start-address field
+// (16-byte units) in the low word changes, and no tile crosses the field's 256 KB range, so the low
+// word takes no carry. One uniform add per wgmma instead of rebuilding the descriptor from the
+// address (mask, shift, or: ~6 uniform instructions per descriptor in the k loops).
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
 }
 
 // Pins accumulator registers in program order around the asynchronous wgmmas: the compiler may not

@@ -1661,16 +1661,18 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(emit_config_header(f).find("constexpr bool kFfnGemmSm90 = true;  // the intermediate GEMM") != std::string::npos);
     CHECK_FALSE(pi.ffn_gemm_sm90_bwd);
   }
-  // The environment: gemm_sm90 for the intermediate GEMM only by default (kFfnGemmDefault: the measured
-  // choice, bench/NOTES.md v26; cuBLASLt before the GELU got cheaper, v17).
-  CHECK(kFfnGemmDefault == FfnGemm::Sm90Forward);
+  // The environment: gemm_sm90 for both GELU GEMMs by default (kFfnGemmDefault: the measured choice,
+  // bench/NOTES.md v48; the intermediate GEMM only from v26, cuBLASLt before the GELU got cheaper, v17).
+  CHECK(kFfnGemmDefault == FfnGemm::Sm90);
   PlanOptions env_opt;
   env_opt.arch = "sm_90";
   {
     dskc_test::ScopedEnv env("DSKC_FFN_GEMM", nullptr);
     const LayerPlan d = make_plan(bert_large(), env_opt);
     CHECK(d.ffn_gemm_sm90);
-    CHECK_FALSE(d.ffn_gemm_sm90_bwd);
+    CHECK(d.ffn_gemm_sm90_bwd);
+    CHECK(has_kernel(d, "gemm_output_dgrad"));
+    CHECK_FALSE(has_kernel(d, "bias_gelu_bwd"));
   }
   {
     dskc_test::ScopedEnv env("DSKC_FFN_GEMM", "cublas");

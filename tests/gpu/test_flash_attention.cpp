@@ -937,8 +937,8 @@ TEST_CASE("wgmma attention kernels: outputs stored by TMA (DSKC_ATTN_STORE=tma) 
 }
 
 // DSKC_ATTN_BWD_PERSIST (templates/attn_flash_bwd_wgmma.cuh, attn_flash_bwd_wgmma_persist_impl): the
-// clustered fused-dQ dK/dV kernel (65 .. 128 keys) with each cluster walking heads against the default
-// cluster per head, on the same layer and inputs: the same arithmetic in the same order, so dQ/dK/dV
+// clustered fused-dQ dK/dV kernel (65 .. 128 keys) with each cluster walking heads (the default) against
+// one cluster per head (DSKC_ATTN_BWD_PERSIST=off), on the same layer and inputs: the same arithmetic in the same order, so dQ/dK/dV
 // (grad_qkv, poisoned to NaN first) and every gradient are bitwise equal. Cluster caps of 1, 3 and
 // 5 make clusters walk several heads (odd and even counts: both K/V buffers, every barrier phase);
 // "on" takes as many clusters as fit (more heads than that in the 384-head case). One query tile
