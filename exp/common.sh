@@ -161,3 +161,12 @@ ln_bits_line() {
   local envs=$1 L=$2 fl=$3 tag=$4; shift 4
   kernel_line "$envs" $L $fl $tag layernorm_fwd_norm "$@"
 }
+# One kernel's SASS from a cubin (cuobjdump) into $OUT/sass/KERNEL_TAG.sass, and one line of counts:
+# sass_line CUBIN KERNEL TAG [WORDS...] (WORDS: what the line starts with; bench/NOTES.md v48).
+sass_line() {
+  local cubin=$1 k=$2 tag=$3 cuobj f; shift 3
+  cuobj=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+  mkdir -p "$OUT/sass"; f=$OUT/sass/${k}_$tag.sass
+  "$cuobj" -sass -fun "$k" "$cubin" > "$f" 2>&1
+  echo "$* $k instr $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$f") HGMMA $(grep -c HGMMA "$f") R2UR $(grep -c R2UR "$f") UIADD $(grep -cE 'UIADD|ULEA|UMOV' "$f")"
+}

@@ -5,8 +5,7 @@
 # Compute step lists, 3 alternations old / new at both shapes; (3) ctest -L gpu with the time left. Run under exp/pack.sh.
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
-CUOBJ=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-mkdir -p build-gpu/v50 $OUT/sass
+mkdir -p build-gpu/v50
 for n in 128 512; do
   L=$L128; [ $n = 512 ] && L=$L512
   mkdir -p build-gpu/v50/$n
@@ -14,11 +13,7 @@ for n in 128 512; do
   python3 exp/s50_variants.py build-gpu/v50/$n/src.cu build-gpu/v50/$n > /dev/null || exit 1
   for v in base old; do
     DSKC_OVERRIDE_SOURCE=$PWD/build-gpu/v50/$n/$v.cu build-gpu/dskc compile $L --arch sm_90 -o build-gpu/v50/$n/$v.cubin > /dev/null || exit 1
-    for k in gemm_inter_fwd attn_flash_bwd_dkdv; do
-      f=$OUT/sass/${k}_${n}_$v.sass
-      $CUOBJ -sass -fun $k build-gpu/v50/$n/$v.cubin > $f 2>&1
-      echo "$n $v $k instr $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' $f) HGMMA $(grep -c HGMMA $f) R2UR $(grep -c R2UR $f) UIADD $(grep -cE 'UIADD|ULEA|UMOV' $f)"
-    done
+    for k in gemm_inter_fwd attn_flash_bwd_dkdv; do sass_line build-gpu/v50/$n/$v.cubin $k ${n}_$v $n $v; done
   done
 done | tee $OUT/sass_counts.txt
 el "ncu A/B"

@@ -7,16 +7,11 @@
 # exp/pack.sh.
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
-CUOBJ=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-mkdir -p build-gpu/v50b $OUT/sass
+mkdir -p build-gpu/v50b
 for n in 128 512; do
   L=$L128; [ $n = 512 ] && L=$L512
   build-gpu/dskc compile $L --arch sm_90 -o build-gpu/v50b/new_$n.cubin > /dev/null || exit 1
-  for k in gemm_inter_fwd attn_flash_bwd_dkdv attn_flash_fwd; do
-    f=$OUT/sass/${k}_${n}_new.sass
-    $CUOBJ -sass -fun $k build-gpu/v50b/new_$n.cubin > $f 2>&1
-    echo "$n new $k instr $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' $f) HGMMA $(grep -c HGMMA $f) R2UR $(grep -c R2UR $f)"
-  done
+  for k in gemm_inter_fwd attn_flash_bwd_dkdv attn_flash_fwd; do sass_line build-gpu/v50b/new_$n.cubin $k ${n}_new $n new; done
 done | tee $OUT/sass_counts.txt
 el "ncu A/B"
 for r in 1 2 3; do

@@ -4,14 +4,9 @@
 # variant), compare_torch (warm-up 10), then ctest -L gpu. Run under exp/pack.sh.
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
-CUOBJ=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-mkdir -p build-gpu/v50d $OUT/sass
+mkdir -p build-gpu/v50d
 build-gpu/dskc compile $L128 --arch sm_90 -o build-gpu/v50d/new.cubin > /dev/null || exit 1
-for k in gemm_inter_fwd gemm_output_dgrad; do
-  f=$OUT/sass/$k.sass
-  $CUOBJ -sass -fun $k build-gpu/v50d/new.cubin > $f 2>&1
-  echo "$k instr $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' $f) HGMMA $(grep -c HGMMA $f) R2UR $(grep -c R2UR $f)"
-done | tee $OUT/sass_counts.txt
+for k in gemm_inter_fwd gemm_output_dgrad; do sass_line build-gpu/v50d/new.cubin $k 128; done | tee $OUT/sass_counts.txt
 el "layer matrix, 3 rounds"
 timeout 200 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 3 \
   --env "ffn sm90_fwd:DSKC_FFN_GEMM=sm90_fwd" 2>&1 | tee $OUT/matrix.txt | tail -26
