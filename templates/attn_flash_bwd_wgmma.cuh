@@ -140,16 +140,16 @@ template <typename E>
 __device__ __forceinline__ void products(float (&st)[32], float (&dpt)[32], uint32_t k_tile, uint32_t v_tile,
                                          uint32_t q_tile, uint32_t do_tile) {
 #if DSKC_SM90A
-  using sm90::wgmma_desc_advance;
   const uint64_t kd = sm90::wgmma_desc_k128(k_tile), qd = sm90::wgmma_desc_k128(q_tile);
   const uint64_t vd = sm90::wgmma_desc_k128(v_tile), dod = sm90::wgmma_desc_k128(do_tile);
   sm90::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    sm90::wgmma_m64n64k16_ss<E>(st, wgmma_desc_advance(kd, 32 * kk), wgmma_desc_advance(qd, 32 * kk), kk);
+    sm90::wgmma_m64n64k16_ss<E>(st, sm90::wgmma_desc_advance(kd, 32 * kk), sm90::wgmma_desc_advance(qd, 32 * kk), kk);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    sm90::wgmma_m64n64k16_ss<E>(dpt, wgmma_desc_advance(vd, 32 * kk), wgmma_desc_advance(dod, 32 * kk), kk);
+    sm90::wgmma_m64n64k16_ss<E>(dpt, sm90::wgmma_desc_advance(vd, 32 * kk), sm90::wgmma_desc_advance(dod, 32 * kk),
+                                kk);
   sm90::wgmma_commit();
 #endif
 }

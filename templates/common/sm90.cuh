@@ -362,7 +362,7 @@ __device__ __forceinline__ uint64_t wgmma_desc_mn128(uint32_t addr) {
 // `desc` (either form above) moved `bytes` further into its tile: only the 14-bit start-address field
 // (16-byte units) in the low word changes, and no tile crosses the field's 256 KB range, so the low
 // word takes no carry. One uniform add per wgmma instead of rebuilding the descriptor from the
-// address (mask, shift, or: ~6 uniform instructions per descriptor in the k loops).
+// address (a mask, a shift and two ors: ~6 uniform instructions per descriptor in the k loops).
 __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
   return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
 }
