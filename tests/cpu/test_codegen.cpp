@@ -1530,7 +1530,7 @@ TEST_CASE("tanh GELU runs in cuBLASLt's GELU_AUX_BIAS / DGELU epilogues where th
 }
 
 TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are gemm_sm90 kernels (GELU in the "
-          "epilogue) where the layer allows; cuBLASLt by default") {
+          "epilogue) where the layer allows; both by default") {
   for (bool tanh : {false, true}) {
     LayerConfig c = bert_large();
     if (tanh) c.gelu_approximation = GeluForm::Tanh;
