@@ -170,3 +170,8 @@ sass_line() {
   "$cuobj" -sass -fun "$k" "$cubin" > "$f" 2>&1
   echo "$* $k instr $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$f") HGMMA $(grep -c HGMMA "$f") R2UR $(grep -c R2UR "$f") UIADD $(grep -cE 'UIADD|ULEA|UMOV' "$f")"
 }
+# Applies a prepared patch unless the tree has it already; exits the script if it does not apply:
+# apply_patch exp/NAME.patch
+apply_patch() {
+  git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
+}

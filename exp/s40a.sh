@@ -5,9 +5,7 @@
 # flags with and without the pass), the burst matrix A/B of the pass (3 rounds), then racecheck.
 # Predictions: attn_flash_bwd_dkdv 0.0839 -> ~0.077 ms at (64,128); all flags +3.3% / +4.2% -> ~+2% / +3%.
 . "$(dirname "$0")/common.sh"
-for p in exp/gelu_recompute_pass.patch exp/dot_obar.patch; do  # applied here unless the tree has it already
-  git apply --reverse --check $p 2>/dev/null || git apply $p || { echo "$p does not apply"; exit 1; }
-done
+for p in exp/gelu_recompute_pass.patch exp/dot_obar.patch; do apply_patch $p; done
 build_gpu -j16 dskc gpu_test_layer_numerics gpu_test_flash_attention
 el "bitwise test (gelu pass)"
 gpu_test test_regelu.log 120 gpu_test_layer_numerics -tc="gelu_checkpoint with GELU(h)*"

@@ -11,15 +11,11 @@
 # one more 16-byte store per 8 elements), the step -0.015 to -0.02 ms at both shapes; all three flags
 # unchanged in absolute time (gelu_checkpoint keeps h), so their relative cost rises by about as much.
 . "$(dirname "$0")/common.sh"
-p=exp/gelu_save_grad.patch
-git apply --reverse --check $p 2>/dev/null || git apply $p || { echo "$p does not apply"; exit 1; }
+apply_patch exp/gelu_save_grad.patch
 build_gpu -j16
 el "GPU tests"
-timeout 300 build-gpu/tests/gpu_test_layer_numerics -tc="GELU device*,gemm_sm90 FFN*,gemm_sm90 GELU backward*" \
-  > $OUT/t_numerics.log 2>&1; echo "numerics rc=$?"; tail -3 $OUT/t_numerics.log
-grep -B2 -A10 ERROR $OUT/t_numerics.log | head -40
-timeout 120 build-gpu/tests/gpu_test_layer_behaviour -tc="memory flags*" > $OUT/t_flags.log 2>&1
-echo "flags rc=$?"; tail -3 $OUT/t_flags.log; grep -B2 -A10 ERROR $OUT/t_flags.log | head -30
+gpu_test t_numerics.log 300 gpu_test_layer_numerics -tc="GELU device*,gemm_sm90 FFN*,gemm_sm90 GELU backward*"
+gpu_test t_flags.log 120 gpu_test_layer_behaviour -tc="memory flags*"
 el "ncu sums"
 for r in 1 2; do
   for n in 128 512; do

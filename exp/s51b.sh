@@ -3,8 +3,7 @@
 # suite on it, then the side-by-side table with 3 interleaved rounds (medians; the single samples of
 # sessions 48-50 put dskc's (64,128) column 3-4% above the same build's matrix). Run under exp/pack.sh.
 . "$(dirname "$0")/common.sh"
-p=exp/gelu_save_grad.patch
-git apply --reverse --check $p 2>/dev/null || git apply $p || { echo "$p does not apply"; exit 1; }
+apply_patch exp/gelu_save_grad.patch
 build_gpu -j16
 ctest_gpu 16 300 290
 el "compare_torch, warm-up 10, 3 rounds"
