@@ -1,6 +1,7 @@
 // make_plan: the kernel list and the activation-memory plan of one layer (see plan.h).
 // Saved-tensor rules (training only; inference keeps nothing):
-//   qkv, ctx, the LayerNorm outputs feeding GEMMs, h (GELU input): always;
+//   qkv, ctx, the LayerNorm outputs feeding GEMMs: always; h (GELU input) always, or GELU'(h) in its
+//   place where gemm_sm90 runs both GELU GEMMs without gelu_checkpoint (gelu_grad_saved);
 //   unfused attention: P (softmax output), and P_drop unless attn_dropout_checkpoint (recomputed
 //   from P and the RNG) or no attention dropout;
 //   fused attention (attn_flash_*): the row logsumexp attn_lse [B, heads, S] fp32 (backward
@@ -281,6 +282,12 @@ FfnGemm ffn_gemm_from_env() {
                     "or \"sm90\" (the output layer's data gradient too, with GELU' in its epilogue)");
 }
 
+GeluSave gelu_save_from_env() {
+  return env_choice("DSKC_GELU_SAVE", kGeluSaveDefault, {{"grad", GeluSave::Grad}, {"input", GeluSave::Input}},
+                    "\"grad\" (where both GELU GEMMs are gemm_sm90 and GELU(h) is kept, the forward keeps GELU'(h) "
+                    "for the backward) or \"input\" (it keeps h, and the backward computes GELU'(h))");
+}
+
 bool ffn_gemm_sm90_supported(const LayerConfig& c, const std::string& arch) {
   return arch == "sm_90" && c.dtype() != DType::F32 && c.intermediate_size % kGemmSm90BlockN == 0 &&
          c.hidden_size % kGemmSm90BlockK == 0 && c.hidden_size % kWeightTransposeTile == 0;
@@ -405,9 +412,10 @@ struct Builder {
     const std::string inst = "gemm_sm90_impl<" + n_expr + ", " + k_expr + ", GemmEpi::" + epi + ">";
     // GemmEpi::regions: three for the backward's GELU′ epilogues (h's two halves and the products),
     // the plan's choice for the forward's GELU ones, two for the others
-    const int regions = epi == "kDGelu" || epi == "kDGeluStoreGelu"        ? 3
-                        : epi == "kBiasGelu" || epi == "kBiasGeluNoPre" ? plan.gemm_gelu_regions
-                                                                          : 2;
+    const int regions = epi == "kDGelu" || epi == "kDGeluStoreGelu" ? 3
+                        : epi == "kBiasGelu" || epi == "kBiasGeluNoPre" || epi == "kBiasGeluSaveGrad"
+                            ? plan.gemm_gelu_regions
+                            : 2;
     KernelInfo k{name, "gemm_sm90", "GemmSm90Params", inst, fuses, "GemmSm90Tile::kThreads", pass,
                  GridKind::Persistent, kGemmSm90Threads, cols, 8, 1};
     k.rows_per_block = kGemmSm90BlockM;
@@ -508,6 +516,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const FfnGemm ffn_src = opt.ffn_gemm == FfnGemm::FromEnvironment ? ffn_gemm_from_env() : opt.ffn_gemm;
   plan.ffn_gemm_sm90 = ffn_src != FfnGemm::Cublas && epi && ffn_gemm_sm90_supported(c, opt.arch);
   plan.ffn_gemm_sm90_bwd = plan.ffn_gemm_sm90 && ffn_src == FfnGemm::Sm90 && train;
+  const GeluSave save_src = opt.gelu_save == GeluSave::FromEnvironment ? gelu_save_from_env() : opt.gelu_save;
+  plan.gelu_grad_saved = plan.ffn_gemm_sm90_bwd && !c.gelu_checkpoint && save_src == GeluSave::Grad;
   if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
   plan.gemm_gelu_regions = opt.gemm_gelu_regions == 0 ? gemm_gelu_regions_from_env() : opt.gemm_gelu_regions;
   DSKC_ASSERT(plan.gemm_gelu_regions == 2 || plan.gemm_gelu_regions == 3, "PlanOptions::gemm_gelu_regions is 0, 2 or 3");
@@ -605,10 +615,12 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
          "attn_ob bias + " + hd + "residual add + LayerNorm(attn_nw, attn_nb)");
   if (sm90)
     b.gemm_sm90(Pass::Forward, "gemm_inter_fwd", "kInter", "kHidden",
-                train ? "kBiasGelu" : "kBiasGeluNoPre",
-                I,
+                !train ? "kBiasGeluNoPre" : plan.gelu_grad_saved ? "kBiasGeluSaveGrad" : "kBiasGelu", I,
                 "intermediate GEMM ln_attn_out·inter_wᵀ (TMA + wgmma) + inter_b + GELU (" + gelu_form +
-                    ") in the epilogue" + (train ? "; writes h and GELU(h)" : "; writes GELU(h)"));
+                    ") in the epilogue" +
+                    (!train                 ? "; writes GELU(h)"
+                     : plan.gelu_grad_saved ? "; writes GELU(h) and GELU'(h) (kept for the backward)"
+                                            : "; writes h and GELU(h)"));
   else if (!plan.gelu_in_gemm)
     b.elementwise(Pass::Forward, "bias_gelu_fwd", "bias_gelu_fwd", "BiasGeluFwdParams",
                   "bias_gelu_fwd_impl<kInter, false>",
@@ -670,10 +682,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     const std::string regelu = c.gelu_checkpoint ? " + GELU(h) recomputed for the output_w gradient" : "";
     if (sm90_bwd)
       b.gemm_sm90(Pass::Backward, "gemm_output_dgrad", "kInter", "kHidden",
-                  c.gelu_checkpoint ? "kDGeluStoreGelu" : "kDGelu",
-                  I,
+                  c.gelu_checkpoint ? "kDGeluStoreGelu" : plan.gelu_grad_saved ? "kDGeluSaved" : "kDGelu", I,
                   "output layer data gradient d_o·output_w (TMA + wgmma, output_wᵀ from output_w_t) ⊙ GELU'(h) (" +
-                      gelu_form + ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
+                      gelu_form + (plan.gelu_grad_saved ? ", saved by the forward" : "") +
+                      ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
     else if (!plan.gelu_in_gemm && epi)
       b.elementwise(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
                     std::string("bias_gelu_bwd_elem_impl<kInter") + (c.gelu_checkpoint ? ", true>" : ">"), I,
@@ -896,7 +908,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     }
     if (!inv) b.stats(s, "ln_attn_mean", "attn LayerNorm backward");
     b.stats(s, "ln_attn_rstd", "attn LayerNorm backward");
-    b.tokens(s, "ffn_pre_gelu", "[B, S, I]", I, "GELU input for the GELU backward");
+    if (plan.gelu_grad_saved)
+      b.tokens(s, "ffn_gelu_grad", "[B, S, I]", I, "GELU'(h) for the GELU backward (gemm_sm90 saves it, not h)");
+    else
+      b.tokens(s, "ffn_pre_gelu", "[B, S, I]", I, "GELU input for the GELU backward");
     if (!c.gelu_checkpoint) b.tokens(s, "ffn_gelu_out", "[B, S, I]", I, "input of the output GEMM (output_w gradient)");
     if (!pre) {
       if (!inv) b.tokens(s, "ffn_residual", "[B, S, H]", H, "norm LayerNorm input (normalize_invertible drops it)");

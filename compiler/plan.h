@@ -231,6 +231,12 @@ struct LayerPlan {
   // (bench/NOTES.md v17, v18 have the measurements behind the default).
   bool ffn_gemm_sm90 = false;
   bool ffn_gemm_sm90_bwd = false;
+  // ffn_gemm_sm90_bwd without gelu_checkpoint (GeluSave::Grad, the default): gemm_inter_fwd keeps
+  // GELU'(h) (saved tensor ffn_gelu_grad, in ffn_pre_gelu's place) instead of h, computed from the
+  // same tail as GELU(h) (GemmEpi::kBiasGeluSaveGrad), and gemm_output_dgrad multiplies the products
+  // by it (kDGeluSaved): the GELU arithmetic leaves the backward. Bitwise the same dh as computing
+  // GELU'(h) there (DSKC_GELU_SAVE=input, and gelu_checkpoint, which must keep h to rebuild GELU(h)).
+  bool gelu_grad_saved = false;
   // The forward's other linear GEMMs as gemm_sm90 kernels with plain epilogues (sm_90, fp16/bf16,
   // hidden_size % 128 == 0, intermediate_size % 64 == 0): gemm_qkv_fwd (+ attn_qkvb),
   // gemm_attn_out_fwd and gemm_output_fwd (their biases stay in the next row kernel), instead of
@@ -337,6 +343,14 @@ enum class FfnGemm {
   Sm90,             // gemm_sm90 for both GELU GEMMs where supported
 };
 constexpr FfnGemm kFfnGemmDefault = FfnGemm::Sm90;
+// What the forward keeps for the GELU backward where both GELU GEMMs are gemm_sm90 and GELU(h) is
+// kept (LayerPlan::gelu_grad_saved).
+enum class GeluSave {
+  FromEnvironment,  // DSKC_GELU_SAVE: unset or "" -> the default below; "grad", "input"
+  Grad,             // GELU'(h): gemm_output_dgrad multiplies by it (no GELU arithmetic in the backward)
+  Input,            // h: gemm_output_dgrad computes GELU'(h) in its epilogue
+};
+constexpr GeluSave kGeluSaveDefault = GeluSave::Grad;
 // Where Pre-LN's output GEMM's bias, dropout and residual add run (LayerPlan::output_gemm_fused).
 enum class OutputGemm {
   FromEnvironment,  // DSKC_OUTPUT_GEMM: unset, "" or "separate" -> Separate; "fused" -> Fused
@@ -378,6 +392,7 @@ struct PlanOptions {
   int gemm_gelu_regions = 0;
   LnBwd ln_bwd = LnBwd::FromEnvironment;
   FfnGemm ffn_gemm = FfnGemm::FromEnvironment;
+  GeluSave gelu_save = GeluSave::FromEnvironment;
   LinearGemm linear_gemm = LinearGemm::FromEnvironment;
   // The GPU the module is built for ("sm_80" .. "sm_90"; empty: not known). Kernels that exist for one
   // architecture only (gemm_sm90) are planned only for it.
@@ -454,6 +469,9 @@ BiasGrad bias_grad_from_env();
 // Reads DSKC_FFN_GEMM (unset, "" -> kFfnGemmDefault; "cublas", "sm90_fwd", "sm90"); any other value is
 // an Error(Config) naming the variable.
 FfnGemm ffn_gemm_from_env();
+// Reads DSKC_GELU_SAVE (unset, "" -> kGeluSaveDefault; "grad", "input"); any other value is an
+// Error(Config) naming the variable.
+GeluSave gelu_save_from_env();
 // Whether a layer's FFN GEMMs can run as gemm_sm90 on `arch` (ignoring DSKC_FFN_GEMM and the bias
 // gradient source).
 bool ffn_gemm_sm90_supported(const LayerConfig& cfg, const std::string& arch);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 55, call 1: the GELU'(h) patch with its fixed bias-gradient test (exp/s54a.sh found the
 # partials case comparing two FFN paths): the whole GPU suite, then the side-by-side table with 3
-# interleaved rounds (medians), as exp/s51b.sh. Run under exp/pack.sh.
+# interleaved rounds (medians), as exp/s51b.sh. Run under exp/pack.sh. (The patch landed after this call; exp/gelu_save_grad.patch is gone.)
 . "$(dirname "$0")/common.sh"
 apply_patch exp/gelu_save_grad.patch
 build_gpu -j16

@@ -574,9 +574,10 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   // ffn_pre_gelu = ln_attn_out · inter_wᵀ + inter_b (epilogue); then GELU          [rows, I]
   const GemmShape inter_fwd{false, true, rows, I, H, H, H, I};
   if (plan_.ffn_gemm_sm90) {
-    // gemm_sm90: h (training) and GELU(h) from the GEMM's epilogue
+    // gemm_sm90: h or GELU'(h) (training: plan gelu_grad_saved) and GELU(h) from the GEMM's epilogue
     kp::GemmSm90 g = gemm_sm90_operands(t("ln_attn_out"), param("inter_w"), rows, I, H,
-                                        train ? t("ffn_pre_gelu") : 0, t("ffn_gelu_out"));
+                                        !train ? 0 : t(plan_.gelu_grad_saved ? "ffn_gelu_grad" : "ffn_pre_gelu"),
+                                        t("ffn_gelu_out"));
     g.bias = P(param("inter_b"));
     run_kernel("gemm_inter_fwd", &g, rows);
   } else if (plan_.gelu_in_gemm) {
@@ -746,12 +747,14 @@ void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input)
   if (output_bias_early) bias_sum("gemm_output_wgrad", output_wgrad_shape, d_o, grad("output_b"));
   const GemmShape output_dgrad{false, false, rows, I, H, H, I, I};
   if (plan_.ffn_gemm_sm90_bwd) {
-    // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu) (+ GELU(h) into ffn_gelu_out under gelu_checkpoint)
+    // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu) (+ GELU(h) into ffn_gelu_out under gelu_checkpoint),
+    // or ⊙ the saved ffn_gelu_grad
     main_waits_for(t("output_w_t"));
     main_waits_for(gi);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
     kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows, I, H, gi,
-                                        c.gelu_checkpoint ? t("ffn_gelu_out") : 0, t("ffn_pre_gelu"));
+                                        c.gelu_checkpoint ? t("ffn_gelu_out") : 0,
+                                        t(plan_.gelu_grad_saved ? "ffn_gelu_grad" : "ffn_pre_gelu"));
     run_kernel("gemm_output_dgrad", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue

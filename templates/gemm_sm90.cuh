@@ -2,9 +2,13 @@
 // epilogue (cuBLASLt has no erf-GELU epilogue, its GELU is the tanh form, and the separate bias_gelu
 // passes cost a read and a write of the [B·S, I] activations each), and the forward's other linear
 // GEMMs with plain epilogues (DSKC_LINEAR_GEMM=sm90):
-//   kBiasGelu       (gemm_inter_fwd):    h = A·Bᵀ + bias, written to `out`; g = GELU(h) to `gelu`
+//   kBiasGeluSaveGrad (gemm_inter_fwd):  h = A·Bᵀ + bias; g = GELU(h) to `gelu` and GELU'(h) (not h)
+//                   to `out`, for kDGeluSaved (the default where both GELU GEMMs are gemm_sm90)
+//   kBiasGelu       (gemm_inter_fwd, gelu_checkpoint or DSKC_GELU_SAVE=input): h to `out`, g to `gelu`
 //   kBiasGeluNoPre  (inference):         only g
-//   kDGelu          (gemm_output_dgrad): dh = (A·Bᵀ) ⊙ GELU'(h), h read from `pre`, written to `out`
+//   kDGeluSaved     (gemm_output_dgrad): dh = (A·Bᵀ) ⊙ GELU'(h), GELU'(h) read from `pre`: the
+//                   products times a saved factor, in registers (no GELU arithmetic)
+//   kDGelu          (gemm_output_dgrad, DSKC_GELU_SAVE=input): the same from h read from `pre`
 //   kDGeluStoreGelu (gelu_checkpoint):   the same, and g = GELU(h) to `gelu`
 //   kBias           (gemm_qkv_fwd):      A·Bᵀ + bias to `out`
 //   kPlain          (gemm_attn_out_fwd, gemm_output_fwd; with DSKC_DGRAD_GEMM=sm90 the backward's
@@ -15,9 +19,13 @@
 //                   first, then the same fp32 arithmetic: bitwise the same layer output)
 // A is [m, kK] and B [kN, kK], both row-major (K contiguous): C = A·Bᵀ is the layout of
 // x·Wᵀ with W = [out, in] as stored; the data gradients dY·W take the transposed weight
-// (templates/weight_transpose.cuh). Values round exactly as on the cuBLASLt + bias_gelu path: the
-// product (+ bias) is rounded to T once, and the GELU (or its derivative) is the same device
-// function of that rounded value (common/gelu.cuh).
+// (templates/weight_transpose.cuh). The product (+ bias) is rounded to T once, and the GELU is the
+// same device function of that rounded value as on the cuBLASLt + bias_gelu path (common/gelu.cuh).
+// GELU' is common/gelu.cuh's gelu_and_grad of that value, rounded to T before it multiplies the
+// rounded product (dh = round(round(dY·W) · round(GELU'(h)))), in every GELU' epilogue alike: so
+// saving GELU'(h) in the forward (kBiasGeluSaveGrad + kDGeluSaved) or recomputing it from h
+// (kDGelu, kDGeluStoreGelu) gives bitwise the same dh, with or without gelu_checkpoint. (The
+// cuBLASLt path's bias_gelu_bwd multiplies by the unrounded fp32 GELU'(h): within one rounding.)
 //
 // Structure: a persistent, warp-specialized "ping-pong" kernel (one block per SM walks the 128 x 128
 // output tiles, N fastest), 384 threads:
@@ -61,13 +69,18 @@ struct GemmEpi {
   static constexpr int kBias = 4;
   static constexpr int kPlain = 5;
   static constexpr int kBiasDropoutResidual = 6;
+  static constexpr int kBiasGeluSaveGrad = 7;
+  static constexpr int kDGeluSaved = 8;
   static constexpr bool plain(int epi) { return epi == kBias || epi == kPlain; }
-  // 64-row shared-memory regions per math warpgroup: three for the backward's GELU′ epilogues (h's
-  // two halves and the products), kGemmGeluRegions (2 or 3; the plan's choice) for the forward's
-  // GELU ones, two for the others (kBiasDropoutResidual works in registers on the staged residual).
+  // The forward GELU epilogues (h staged, then a GELU pass over it).
+  static constexpr bool gelu_fwd(int epi) { return epi == kBiasGelu || epi == kBiasGeluNoPre || epi == kBiasGeluSaveGrad; }
+  // 64-row shared-memory regions per math warpgroup: three for the backward's GELU′ epilogues from h
+  // (h's two halves and the products), kGemmGeluRegions (2 or 3; the plan's choice) for the forward's
+  // GELU ones, two for the others (kBiasDropoutResidual and kDGeluSaved work in registers on the
+  // staged residual / GELU′(h)).
   // Every region fewer leaves room for one more pipeline stage (7 − regions).
   static constexpr int regions(int epi) {
-    return epi == kDGelu || epi == kDGeluStoreGelu ? 3 : epi == kBiasGelu || epi == kBiasGeluNoPre ? kGemmGeluRegions : 2;
+    return epi == kDGelu || epi == kDGeluStoreGelu ? 3 : gelu_fwd(epi) ? kGemmGeluRegions : 2;
   }
 };
 
@@ -98,9 +111,11 @@ static_assert(kGemmGeluRegions == 2 || kGemmGeluRegions == 3, "gemm_sm90: 2 or 3
 struct GemmSm90Params {
   sm90::TmaDescriptor a;     // A [m, kK], box kBlockK x kBlockM
   sm90::TmaDescriptor b;     // B [kN, kK], box kBlockK x kBlockN
-  sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu), dh (kDGelu*) or C (kBias, kPlain), 64 x 64 boxes (stores)
+  sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu), GELU'(h) (kBiasGeluSaveGrad), dh (kDGelu*) or C
+                             // (kBias, kPlain), 64 x 64 boxes (stores)
   sm90::TmaDescriptor gelu;  // [m, kN] GELU(h) (kBiasGelu*, kDGeluStoreGelu), 64 x 64 boxes (stores)
-  sm90::TmaDescriptor pre;   // [m, kN] the saved pre-activation h (kDGelu*), 64 x 64 boxes (loads)
+  sm90::TmaDescriptor pre;   // [m, kN] the saved h (kDGelu, kDGeluStoreGelu) or GELU'(h) (kDGeluSaved), or
+                             // the residual (kBiasDropoutResidual), 64 x 64 boxes (loads)
   const T* bias;             // [kN] (kBiasGelu*, kBias, kBiasDropoutResidual)
   int m;
   DropoutArgs rng;           // kBiasDropoutResidual: the FFN output's hidden dropout
@@ -114,9 +129,30 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   v.v[1] = from_f<E>(b);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+template <typename E>
+struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsBf16<__nv_bfloat16> {
+  static constexpr bool value = true;
+};
+// a · b per 16-bit lane of two packed pairs of E, each exact product rounded once to E (one
+// mul.rn.f16x2 / bf16x2; the product of two 16-bit values is exact in fp32, so this is the fp32
+// product rounded to E): dh from the rounded products and the rounded GELU'(h) in every GELU'
+// epilogue.
+template <typename E>
+__device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (IsBf16<E>::value)
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
 template <int kEpi>
 struct EpiHasBias {  // the epilogues that add a bias
-  static constexpr bool value = kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluNoPre || kEpi == GemmEpi::kBias;
+  static constexpr bool value = GemmEpi::gelu_fwd(kEpi) || kEpi == GemmEpi::kBias;
 };
 // This thread's stmatrix row address for column pair i (columns 16i..16i+15) of a half
 // region: lane l addresses row 16w + 8((l/8)%2) + l%8 of matrix l/8, whose columns start at
@@ -136,9 +172,10 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   using gemm_detail::frag_addr;
   static_assert(kN % G::kBlockN == 0 && kK % G::kBlockK == 0, "gemm_sm90 needs N % 128 == 0 and K % 64 == 0");
   constexpr bool kBias = gemm_detail::EpiHasBias<kEpi>::value;
-  // h (kDGelu*) or the residual (kBiasDropoutResidual) by TMA into two regions during the mainloop
-  constexpr bool kLoadsPre =
-      kEpi == GemmEpi::kDGelu || kEpi == GemmEpi::kDGeluStoreGelu || kEpi == GemmEpi::kBiasDropoutResidual;
+  // h (kDGelu*), GELU'(h) (kDGeluSaved) or the residual (kBiasDropoutResidual) by TMA into two regions
+  // during the mainloop
+  constexpr bool kLoadsPre = kEpi == GemmEpi::kDGelu || kEpi == GemmEpi::kDGeluStoreGelu ||
+                             kEpi == GemmEpi::kDGeluSaved || kEpi == GemmEpi::kBiasDropoutResidual;
   constexpr int kTilesN = kN / G::kBlockN, kKBlocks = kK / G::kBlockK, kStages = G::stages(kEpi);
   // kBiasDropoutResidual works on both accumulator halves in registers (with the Philox draws) and
   // would spill at 168: there the producer warpgroup (one issuing thread) gives the math warpgroups
@@ -299,15 +336,27 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       }
       __syncwarp();
     };
-    // GELU(src) -> dst, chunk by chunk (src == dst: in place).
+    // GELU(src) -> dst, chunk by chunk (src == dst: in place); kBiasGeluSaveGrad also GELU'(src) -> src.
     auto gelu_pass = [&](uint32_t src, uint32_t dst) {
 #pragma unroll 1
       for (int it = 0; it < 8; ++it) {
         const uint32_t o = chunk_off(it);
         const Vec<T, 8> h = vec_at(src + o);
         Vec<T, 8> g;
+        if constexpr (kEpi == GemmEpi::kBiasGeluSaveGrad) {
+          Vec<T, 8> d;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) g.v[e] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[e])));
+          for (int e = 0; e < 8; ++e) {
+            float gv, dv;
+            gelu_and_grad<kGeluTanh>(to_f(h.v[e]), gv, dv);
+            g.v[e] = from_f<T>(gv);
+            d.v[e] = from_f<T>(dv);
+          }
+          vec_at(src + o) = d;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) g.v[e] = from_f<T>(gelu<kGeluTanh>(to_f(h.v[e])));
+        }
         vec_at(dst + o) = g;
       }
     };
@@ -321,10 +370,11 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         store_half(&p.out, region(0), n0, m0);
         store_half(&p.out, region(1), n0, m0 + 64);
       }
-    } else if constexpr (kEpi == GemmEpi::kBiasGelu) {
-      // h0 -> region 0, GELU(h0) -> 1. Three regions: h1 -> 2, GELU(h1) -> 0 once h0's stores have
-      // read it. Two: h1 -> 0 once h0's stores have read it, GELU(h1) -> 1 once GELU(h0)'s have (the
-      // TMA reads a region long before the next half is staged).
+    } else if constexpr (kEpi == GemmEpi::kBiasGelu || kEpi == GemmEpi::kBiasGeluSaveGrad) {
+      // h0 -> region 0, GELU(h0) -> 1 (kBiasGeluSaveGrad: GELU'(h0) over h0 in region 0, stored to
+      // `out` in its place). Three regions: h1 -> 2, GELU(h1) -> 0 once h0's stores have read it.
+      // Two: h1 -> 0 once h0's stores have read it, GELU(h1) -> 1 once GELU(h0)'s have (the TMA reads
+      // a region long before the next half is staged).
       constexpr bool k3 = kGemmGeluRegions == 3;
       const uint32_t rh1 = region(k3 ? 2 : 0), rg1 = region(k3 ? 0 : 1);
       regions_free();
@@ -413,6 +463,32 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         publish();
         if (t == 0) store_half(&p.out, rr, n0, m0 + 64 * half);
       }
+    } else if constexpr (kEpi == GemmEpi::kDGeluSaved) {
+      // GELU'(h) of half k is in region k (TMA). As kBiasDropoutResidual does with the residual, it is
+      // read back by ldmatrix at the stmatrix addresses (every thread gets the factors of its own
+      // accumulators), multiplied into the rounded products in registers, and dh goes back by
+      // stmatrix in place: no elementwise pass, no GELU arithmetic.
+      sm90::mbar_wait(hfull(c), hphase);
+      hphase ^= 1u;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t rr = region(half);
+        const float(&acc)[64] = half ? acc1 : acc0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          uint32_t v[4];
+          sm90::ldmatrix_x4(frag_addr(rr, w, l, i), v);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int x = 4 * (2 * i + q / 2) + 2 * (q % 2);
+            v[q] = gemm_detail::mul2<T>(gemm_detail::pack2<T>(acc[x], acc[x + 1]), v[q]);
+          }
+          sm90::stmatrix_x4(frag_addr(rr, w, l, i), v);
+        }
+        __syncwarp();
+        publish();
+        if (t == 0) store_half(&p.out, rr, n0, m0 + 64 * half);
+      }
     } else {
       // h of half k is in region k (TMA); the products go to region 2, dh overwrites h in place and,
       // under gelu_checkpoint, GELU(h) the products.
@@ -430,10 +506,17 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
           const Vec<T, 8> h = vec_at(rh + o), v = vec_at(rv + o);
           Vec<T, 8> d, g;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            const float x = to_f(h.v[e]);
-            d.v[e] = from_f<T>(to_f(v.v[e]) * gelu_grad<kGeluTanh>(x));
-            if constexpr (kG) g.v[e] = from_f<T>(gelu<kGeluTanh>(x));
+          for (int e = 0; e < 8; e += 2) {
+            float gv[2], dv[2];
+            gelu_and_grad<kGeluTanh>(to_f(h.v[e]), gv[0], dv[0]);
+            gelu_and_grad<kGeluTanh>(to_f(h.v[e + 1]), gv[1], dv[1]);
+            const uint32_t dh = gemm_detail::mul2<T>(*reinterpret_cast<const uint32_t*>(&v.v[e]),
+                                                     gemm_detail::pack2<T>(dv[0], dv[1]));
+            *reinterpret_cast<uint32_t*>(&d.v[e]) = dh;
+            if constexpr (kG) {
+              g.v[e] = from_f<T>(gv[0]);
+              g.v[e + 1] = from_f<T>(gv[1]);
+            }
           }
           vec_at(rh + o) = d;
           if constexpr (kG) vec_at(rv + o) = g;

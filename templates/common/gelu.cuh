@@ -50,29 +50,58 @@ __device__ __forceinline__ float normal_cdf(float x, float x2) {
 
 __device__ __forceinline__ float normal_cdf(float x) { return normal_cdf(x, x * x); }
 
+namespace gelu_detail {
+// The tanh form's pieces: u = √(2/π)·(x + 0.044715·x³), GELU = x·(1 + tanh u)/2 and its derivative
+// given t = tanh u.
+constexpr float kTanhK0 = 0.7978845608028654f, kTanhK1 = 0.044715f;
+__device__ __forceinline__ float tanh_arg(float x) { return kTanhK0 * (x + kTanhK1 * x * x * x); }
+__device__ __forceinline__ float tanh_gelu(float x, float t) { return 0.5f * x * (1.f + t); }
+__device__ __forceinline__ float tanh_gelu_grad(float x, float t) {
+  return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kTanhK0 * (1.f + 3.f * kTanhK1 * x * x);
+}
+// x·Φ(x) = max(x, 0) − |x|·Φ(−|x|): one FMA after the tail, no select.
+__device__ __forceinline__ float erf_gelu(float x, float tail) { return fmaf(-fabsf(x), tail, fmaxf(x, 0.f)); }
+// Φ(x) + x·φ(x), given Φ(−|x|) and x².
+__device__ __forceinline__ float erf_gelu_grad(float x, float x2, float tail) {
+  const float cdf = x >= 0.f ? 1.f - tail : tail;
+  const float pdf = exp2_approx(fmaf(x2, -0.721347511f, -1.32574809f));  // e^(−x²/2)/√(2π)
+  return fmaf(x, pdf, cdf);
+}
+}  // namespace gelu_detail
+
 template <bool kTanh>
 __device__ __forceinline__ float gelu(float x) {
-  if constexpr (kTanh) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
-    return 0.5f * x * (1.f + tanhf(k0 * (x + k1 * x * x * x)));
-  } else {
-    // x·Φ(x) = max(x, 0) − |x|·Φ(−|x|): one FMA after the tail, no select
-    return fmaf(-fabsf(x), normal_tail<7>(x, x * x), fmaxf(x, 0.f));
-  }
+  if constexpr (kTanh)
+    return gelu_detail::tanh_gelu(x, tanhf(gelu_detail::tanh_arg(x)));
+  else
+    return gelu_detail::erf_gelu(x, normal_tail<7>(x, x * x));
 }
 
 template <bool kTanh>
 __device__ __forceinline__ float gelu_grad(float x) {
   if constexpr (kTanh) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
-    const float u = k0 * (x + k1 * x * x * x);
-    const float t = tanhf(u);
-    return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * k0 * (1.f + 3.f * k1 * x * x);
+    return gelu_detail::tanh_gelu_grad(x, tanhf(gelu_detail::tanh_arg(x)));
   } else {
     const float x2 = x * x;
-    const float cdf = normal_cdf(x, x2);
-    const float pdf = exp2_approx(fmaf(x2, -0.721347511f, -1.32574809f));  // e^(−x²/2)/√(2π)
-    return fmaf(x, pdf, cdf);
+    return gelu_detail::erf_gelu_grad(x, x2, normal_tail<9>(x, x2));
+  }
+}
+
+// GELU(x) and GELU′(x) from one tail (one tanh): gemm_sm90's GELU′ epilogues and the forward epilogue
+// that saves GELU′(h) for them (GemmEpi::kBiasGeluSaveGrad). GELU is gelu<kTanh>(x), bitwise (the
+// same expressions); GELU′ takes the degree-7 tail of the erf form (Φ within 3.2e-7 absolute) where
+// gelu_grad takes degree 9: these callers round it to fp16 / bf16 before they use it, and the
+// rounding, not the fit, sets its error. An unused GELU compiles away.
+template <bool kTanh>
+__device__ __forceinline__ void gelu_and_grad(float x, float& g, float& gp) {
+  if constexpr (kTanh) {
+    const float t = tanhf(gelu_detail::tanh_arg(x));
+    g = gelu_detail::tanh_gelu(x, t);
+    gp = gelu_detail::tanh_gelu_grad(x, t);
+  } else {
+    const float x2 = x * x, tail = normal_tail<7>(x, x2);
+    g = gelu_detail::erf_gelu(x, tail);
+    gp = gelu_detail::erf_gelu_grad(x, x2, tail);
   }
 }
 

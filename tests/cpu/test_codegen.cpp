@@ -98,11 +98,13 @@ PlanOptions fused_options(const std::string& arch) {
 }
 // The plan for an sm_90 target, whose FFN GELU GEMMs are gemm_sm90 kernels where the layer allows
 // (and with LinearGemm::Sm90 the forward's other linear GEMMs too).
-LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90, LinearGemm lin = LinearGemm::Cublas) {
+LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90, LinearGemm lin = LinearGemm::Cublas,
+                    GeluSave save = GeluSave::Grad) {
   PlanOptions o = fused_options("sm_90");
   o.attn_mask = AttnMask::Inline;
   o.ffn_gemm = ffn;
   o.linear_gemm = lin;
+  o.gelu_save = save;
   return make_plan(c, o);
 }
 
@@ -1557,14 +1559,30 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(f.tile_cols == 128);
     CHECK(f.cols == c.intermediate_size);
     // The GELU epilogue's regions: DSKC_GEMM_GELU_REGIONS, default 2 (five stages); the backward's
-    // GELU′ epilogue keeps three (h's halves and the products), four stages.
+    // epilogue multiplies by the kept GELU′(h) in two (five stages), and with GELU′ computed from h
+    // (DSKC_GELU_SAVE=input) keeps three (h's halves and the products), four stages.
+    const LayerPlan gi = sm90_plan(c, FfnGemm::Sm90, LinearGemm::Cublas, GeluSave::Input);
     CHECK(g.gemm_gelu_regions == 2);
     CHECK(f.dynamic_smem == gemm_sm90_smem_bytes(2));
-    CHECK(g.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(3));
+    CHECK(g.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(2));
+    CHECK(gi.find_kernel("gemm_inter_fwd")->dynamic_smem == gemm_sm90_smem_bytes(2));
+    CHECK(gi.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(3));
     CHECK(f.dynamic_smem <= 227 * 1024);
     CHECK(f.grid_constant);
-    CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
-    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu>");
+    // GELU′(h) kept in h's place (GeluSave::Grad, the default), or h (Input): the same bytes
+    CHECK(g.gelu_grad_saved);
+    CHECK_FALSE(gi.gelu_grad_saved);
+    CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGeluSaveGrad>");
+    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluSaved>");
+    CHECK(gi.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
+    CHECK(gi.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu>");
+    CHECK(g.find_saved("ffn_gelu_grad") != nullptr);
+    CHECK(g.find_saved("ffn_pre_gelu") == nullptr);
+    CHECK(gi.find_saved("ffn_pre_gelu") != nullptr);
+    CHECK(gi.find_saved("ffn_gelu_grad") == nullptr);
+    CHECK(gi.activation_bytes() == g.activation_bytes());
+    CHECK(emit(gi).source.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kDGelu) == " +
+                               std::to_string(gemm_sm90_smem_bytes(3))) != std::string::npos);
     const KernelInfo& tr = *g.find_kernel("transpose_output_w");
     CHECK(tr.grid == GridKind::Fixed);
     CHECK(tr.grid_x == c.intermediate_size / 64);
@@ -1576,11 +1594,11 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     const std::string src = emit(g).source;
     CHECK(src.find("void __launch_bounds__(384, 1) gemm_inter_fwd(const __grid_constant__ GemmSm90Params p)") !=
           std::string::npos);
-    CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) == " +
+    CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGeluSaveGrad) == " +
                    std::to_string(gemm_sm90_smem_bytes(2))) !=
           std::string::npos);
-    CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kDGelu) == " +
-                   std::to_string(gemm_sm90_smem_bytes(3))) !=
+    CHECK(src.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kDGeluSaved) == " +
+                   std::to_string(gemm_sm90_smem_bytes(2))) !=
           std::string::npos);
     CHECK(emit_config_header(g).find("constexpr int kGemmGeluRegions = 2;") != std::string::npos);
     for (int regions : {2, 3}) {
@@ -1589,10 +1607,10 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
       const LayerPlan r = sm90_plan(c);
       CHECK(r.gemm_gelu_regions == regions);
       CHECK(r.find_kernel("gemm_inter_fwd")->dynamic_smem == gemm_sm90_smem_bytes(regions));
-      CHECK(r.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(3));
+      CHECK(r.find_kernel("gemm_output_dgrad")->dynamic_smem == gemm_sm90_smem_bytes(2));
       CHECK(emit_config_header(r).find("constexpr int kGemmGeluRegions = " + std::to_string(regions) + ";") !=
             std::string::npos);
-      CHECK(emit(r).source.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGelu) == " +
+      CHECK(emit(r).source.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kBiasGeluSaveGrad) == " +
                                 std::to_string(gemm_sm90_smem_bytes(regions))) != std::string::npos);
     }
     for (const char* bad : {"1", "4", "two"})
@@ -1600,10 +1618,16 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(emit_config_header(g).find("constexpr bool kFfnGemmSm90 = true;") != std::string::npos);
     CHECK(emit_config_header(cu).find("constexpr bool kFfnGemmSm90 = false;") != std::string::npos);
   }
-  // gelu_checkpoint: the data gradient also rebuilds GELU(h); inference: the forward writes GELU(h) only.
+  // gelu_checkpoint: the forward keeps h (not GELU(h), nor GELU′(h)) and the data gradient rebuilds
+  // GELU(h) as well; inference: the forward writes GELU(h) only.
   LayerConfig ck = bert_large();
   ck.gelu_checkpoint = true;
-  CHECK(sm90_plan(ck).find_kernel("gemm_output_dgrad")->instantiation ==
+  const LayerPlan pk = sm90_plan(ck);
+  CHECK_FALSE(pk.gelu_grad_saved);
+  CHECK(pk.find_saved("ffn_pre_gelu") != nullptr);
+  CHECK(pk.find_saved("ffn_gelu_grad") == nullptr);
+  CHECK(pk.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
+  CHECK(pk.find_kernel("gemm_output_dgrad")->instantiation ==
         "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluStoreGelu>");
   LayerConfig inf = bert_large();
   inf.training = false;
@@ -1611,6 +1635,7 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
   CHECK(pi.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGeluNoPre>");
   CHECK_FALSE(has_kernel(pi, "transpose_output_w"));
   CHECK_FALSE(has_kernel(pi, "gemm_output_dgrad"));
+  CHECK_FALSE(pi.gelu_grad_saved);
   // Where it does not apply: other targets (and no target), fp32, bias partials (bias_gelu_bwd writes
   // inter_b's), an intermediate size that is not a multiple of 128, a hidden size not a multiple of 64.
   CHECK(sm90_plan(with_dtype(bert_large(), DType::BF16)).ffn_gemm_sm90);
@@ -1658,6 +1683,10 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK_FALSE(has_kernel(f, "gemm_output_dgrad"));
     CHECK(f.workspace_bytes(64, 128) + int64_t{2} * 4096 * 1024 == both.workspace_bytes(64, 128));
     CHECK_FALSE(f.gelu_in_gemm);
+    // bias_gelu_bwd reads h: sm90_fwd keeps it
+    CHECK_FALSE(f.gelu_grad_saved);
+    CHECK(f.find_saved("ffn_pre_gelu") != nullptr);
+    CHECK(f.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
     CHECK(emit_config_header(f).find("constexpr bool kFfnGemmSm90 = true;  // the intermediate GEMM") != std::string::npos);
     CHECK_FALSE(pi.ffn_gemm_sm90_bwd);
   }
@@ -1691,6 +1720,23 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
   }
   for (const char* bad : {"cuBLAS", "sm_90", "wgmma"})
     check_env_error("DSKC_FFN_GEMM", bad, "sm90", "cublas", [] { ffn_gemm_from_env(); });
+  // DSKC_GELU_SAVE: GELU′(h) by default (kGeluSaveDefault), h with "input"
+  CHECK(kGeluSaveDefault == GeluSave::Grad);
+  {
+    dskc_test::ScopedEnv env("DSKC_GELU_SAVE", nullptr);
+    CHECK(make_plan(bert_large(), env_opt).gelu_grad_saved);
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_GELU_SAVE", "input");
+    CHECK_FALSE(make_plan(bert_large(), env_opt).gelu_grad_saved);
+    CHECK(sm90_plan(bert_large()).gelu_grad_saved);  // explicit options win
+  }
+  {
+    dskc_test::ScopedEnv env("DSKC_GELU_SAVE", "grad");
+    CHECK(make_plan(bert_large(), env_opt).gelu_grad_saved);
+  }
+  for (const char* bad : {"h", "GRAD", "gelu"})
+    check_env_error("DSKC_GELU_SAVE", bad, "grad", "input", [] { gelu_save_from_env(); });
 }
 
 TEST_CASE("DSKC_LINEAR_GEMM=sm90: the forward's QKV, attention-output and output GEMMs become "

@@ -14,6 +14,7 @@
 // fp32 must be within 1e-5 relative.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -27,6 +28,7 @@
 #include "gpu_util.h"
 #include "test_util.h"
 #include "runtime/context.h"
+#include "runtime/cpu_ops.h"
 #include "runtime/cpu_reference.h"
 #include "runtime/host_float.h"
 #include "runtime/host_tensor.h"
@@ -85,8 +87,12 @@ struct GpuResult {
   std::map<std::string, std::vector<float>> grads;
   std::map<std::string, std::vector<float>> tensors;  // run_gpu's `read` list
 };
-// The FFN tensors gemm_sm90 writes: h and GELU(h) (saved), dh (workspace grad_inter).
-const std::vector<std::string> kFfnTensors = {"ffn_pre_gelu", "ffn_gelu_out", "grad_inter"};
+// The FFN tensors gemm_sm90 writes: h or GELU'(h), and GELU(h) (saved), dh (workspace grad_inter).
+// A name ending in '?' is read where the plan has it (LayerPlan::gelu_grad_saved keeps ffn_gelu_grad
+// in ffn_pre_gelu's place).
+const std::vector<std::string> kFfnTensors = {"ffn_pre_gelu?", "ffn_gelu_grad?", "ffn_gelu_out", "grad_inter"};
+bool optional_read(const std::string& name) { return !name.empty() && name.back() == '?'; }
+std::string read_name(const std::string& name) { return optional_read(name) ? name.substr(0, name.size() - 1) : name; }
 
 struct Inputs {
   std::vector<float> x, mask, dy;
@@ -111,7 +117,8 @@ Inputs make_inputs(const LayerConfig& c, int B, int S, bool mask, uint64_t seed)
 
 // `read`: plan tensors to return, every byte set to 0xFF (NaN in fp16 and bf16)
 // before the pass that writes them (saved tensors before forward, workspace before backward), so
-// an element the layer does not write shows up as NaN.
+// an element the layer does not write shows up as NaN. A name ending in '?' is optional: returned
+// (without the '?') only where the plan has it.
 GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string, std::vector<float>>& params,
                   const Inputs& in, int B, int S, uint32_t step, AttentionPath path, bool backward = true,
                   const std::vector<std::string>& read = {}) {
@@ -131,8 +138,16 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
     FAIL("no plan tensor " << name);
     return 0;
   };
+  std::vector<std::string> names;  // `read` without the optional names the plan lacks
+  for (const auto& name : read) {
+    const std::string base = read_name(name);
+    const bool in_plan = layer.plan().find_saved(base) != nullptr ||
+                         std::any_of(layer.plan().workspace.begin(), layer.plan().workspace.end(),
+                                     [&](const TensorInfo& w) { return w.name == base; });
+    if (!optional_read(name) || in_plan) names.push_back(base);
+  }
   auto poison = [&](bool saved) {
-    for (const auto& name : read)
+    for (const auto& name : names)
       if ((layer.plan().find_saved(name) != nullptr) == saved)
         DSKC_CU(cuMemsetD8Async(layer.tensor(name), 0xFF, bytes_of(name), ctx.stream()));
   };
@@ -150,7 +165,7 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
     r.grads = layer.get_grads();
   }
   r.output = download(ctx, y.ptr(), n, t);
-  for (const auto& name : read) r.tensors[name] = download(ctx, layer.tensor(name), bytes_of(name) / eb, t);
+  for (const auto& name : names) r.tensors[name] = download(ctx, layer.tensor(name), bytes_of(name) / eb, t);
   return r;
 }
 
@@ -158,8 +173,10 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
 // within fp16/bf16 rounding of each other, the layer output and (training) every gradient within a
 // few roundings (the products differ only in fp32 summation order).
 // (read_after: the read tensors come after other gemm_sm90 products, so they get the layer's limit.)
+// Where `got` kept GELU'(h) (ffn_gelu_grad) and `want` h (ffn_pre_gelu), the first is checked against
+// GELU' (of the layer's form) of the second, in double.
 void check_sm90_agrees(const GpuResult& got, const GpuResult& want, const std::vector<std::string>& read, DType t,
-                       bool training, bool read_after = false) {
+                       bool training, bool read_after = false, GeluForm form = GeluForm::Erf) {
   const double layer = t == DType::F16 ? 4e-3 : 2e-2, direct = read_after ? layer : t == DType::F16 ? 1e-3 : 8e-3;
   auto agree = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w, double limit) {
     const auto e = compare(g, std::vector<double>(w.begin(), w.end()));
@@ -167,7 +184,15 @@ void check_sm90_agrees(const GpuResult& got, const GpuResult& want, const std::v
                 e.at_value, e.at_ref);
     CHECK_MESSAGE(e.rel <= limit, what << ": gemm_sm90 vs cuBLASLt " << e.rel << " above " << limit);
   };
-  for (const auto& name : read) agree(name, got.tensors.at(name), want.tensors.at(name), direct);
+  for (const auto& [name, v] : got.tensors)
+    if (want.tensors.count(name)) agree(name, v, want.tensors.at(name), direct);
+  for (const auto& name : read)
+    CHECK_MESSAGE((got.tensors.count(read_name(name)) || optional_read(name)), read_name(name) << " not read");
+  if (got.tensors.count("ffn_gelu_grad") && want.tensors.count("ffn_pre_gelu")) {
+    std::vector<float> grad;
+    for (float h : want.tensors.at("ffn_pre_gelu")) grad.push_back(static_cast<float>(cpu_ops::gelu_grad(h, form)));
+    agree("ffn_gelu_grad vs GELU'(h)", got.tensors.at("ffn_gelu_grad"), grad, direct);
+  }
   agree("output", got.output, want.output, layer);
   if (!training) return;
   agree("grad_input", got.grad_input, want.grad_input, layer);
@@ -381,13 +406,19 @@ TEST_CASE("bias-gradient sources (DSKC_BIAS_GRAD) agree; everything else bitwise
       const auto params = test_params(c, 29);
       const int B = 3, S = 93;
       const Inputs in = make_inputs(c, B, S, true, 31);
-      GpuResult want;
-      {
-        const dskc_test::ScopedEnv env("DSKC_BIAS_GRAD", "gemv");
-        want = run_gpu(ctx, c, params, in, B, S, 2, AttentionPath::FusedWhereSupported);
-      }
       for (const char* src : {"epilogue", "partials"}) {
         INFO(dtype_name(t) << (pre ? " Pre-LN" : " Post-LN") << " DSKC_BIAS_GRAD=" << src);
+        // partials leaves cuBLASLt no bias epilogue, so the plan takes the cuBLASLt FFN GEMMs with the
+        // bias_gelu kernels (LayerPlan::ffn_gemm_sm90 needs the epilogue sources); its gemv reference
+        // runs that FFN path too, whose bias_gelu_bwd multiplies by the unrounded GELU'(h) where the
+        // default gemm_sm90 path multiplies by the kept, rounded one.
+        const bool part = std::string(src) == "partials";
+        const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", part ? "cublas" : nullptr);
+        GpuResult want;
+        {
+          const dskc_test::ScopedEnv env("DSKC_BIAS_GRAD", "gemv");
+          want = run_gpu(ctx, c, params, in, B, S, 2, AttentionPath::FusedWhereSupported);
+        }
         const dskc_test::ScopedEnv env("DSKC_BIAS_GRAD", src);
         const GpuResult got = run_gpu(ctx, c, params, in, B, S, 2, AttentionPath::FusedWhereSupported);
         CHECK(got.output == want.output);
@@ -480,7 +511,8 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
 // [-12, 12] in steps of 1/1024 against erfc in double: GELU within 1e-5 relative down to x = -10
 // (GELU ~ -8e-23) and 5e-5 relative below (GELU(-12) ~ -2e-32: relative also in the tail), GELU'
 // within 1e-5 relative + 2e-7 absolute, and the tanh form against
-// its own formula (absolute 1e-6 there). A wrong coefficient or sign in the fit moves some point by far more.
+// its own formula (absolute 1e-6 there); gelu_and_grad gives the same GELU bitwise and GELU′ within
+// its degree-7 tail's error. A wrong coefficient or sign in the fit moves some point by far more.
 TEST_CASE("GELU device functions: exact form within 1e-5 relative of erfc in double over [-10, 12], 5e-5 to -12") {
   dskc_test::require_gpu();
   Context ctx;
@@ -492,6 +524,8 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
   out[n + i] = dskc::gelu_grad<false>(x[i]);
   out[2 * n + i] = dskc::gelu<true>(x[i]);
   out[3 * n + i] = dskc::gelu_grad<true>(x[i]);
+  dskc::gelu_and_grad<false>(x[i], out[4 * n + i], out[5 * n + i]);
+  dskc::gelu_and_grad<true>(x[i], out[6 * n + i], out[7 * n + i]);
 }
 )";
   std::vector<std::pair<std::string, std::string>> headers;
@@ -503,12 +537,12 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
   for (int i = -12 * 1024; i <= 12 * 1024; ++i) xs.push_back(static_cast<float>(i) / 1024.f);
   for (float v : {-0.7517915f, 1e-30f, -1e-30f, 0.f, -0.f}) xs.push_back(v);  // gelu' = 0 near -0.7518
   const int n = static_cast<int>(xs.size());
-  DeviceBuffer x(ctx, n * sizeof(float)), out(ctx, 4 * n * sizeof(float));
+  DeviceBuffer x(ctx, n * sizeof(float)), out(ctx, 8 * n * sizeof(float));
   upload(ctx, x.ptr(), xs, DType::F32);
   CUdeviceptr xp = x.ptr(), op = out.ptr();
   void* args[] = {&xp, &op, const_cast<int*>(&n)};
   DSKC_CU(cuLaunchKernel(mod.function("gelu_eval"), (n + 255) / 256, 1, 1, 256, 1, 1, 0, ctx.stream(), args, nullptr));
-  const std::vector<float> got = download(ctx, out.ptr(), 4 * n, DType::F32);
+  const std::vector<float> got = download(ctx, out.ptr(), 8 * n, DType::F32);
   double worst_g = 0, worst_d = 0, worst_tg = 0, worst_td = 0;
   for (int i = 0; i < n; ++i) {
     const double v = xs[i];
@@ -530,6 +564,12 @@ extern "C" __global__ void gelu_eval(const float* x, float* out, int n) {
     // form; the base-2 form with log2(e) in the coefficients: 5.2e-6 worst at x >= -10 on the H200).
     CHECK(std::fabs(got[i] - g) <= (v >= -10 ? 1e-5 : 5e-5) * std::fabs(g) + 1e-37);
     CHECK(std::fabs(got[n + i] - d) <= 1e-5 * std::fabs(d) + 2e-7);
+    // gelu_and_grad: GELU bitwise gelu's (both forms), GELU' from the degree-7 tail (erf: 1e-5
+    // relative + 4e-7 absolute, the fit's 3.2e-7 in Φ near GELU' = 0) and tanh bitwise gelu_grad's
+    CHECK(got[4 * n + i] == got[i]);
+    CHECK(got[6 * n + i] == got[2 * n + i]);
+    CHECK(std::fabs(got[5 * n + i] - d) <= 1e-5 * std::fabs(d) + 4e-7);
+    CHECK(got[7 * n + i] == got[3 * n + i]);
   }
   std::printf("GELU worst error / bound: exact %.3f, exact' %.3f, tanh %.3f, tanh' %.3f\n", worst_g, worst_d, worst_tg,
               worst_td);
@@ -622,10 +662,59 @@ TEST_CASE("gemm_sm90 FFN GEMMs (DSKC_FFN_GEMM=sm90, sm90_fwd) agree with the cuB
           [&](const LayerPlan& plan, const std::string& mode) {
             REQUIRE(plan.ffn_gemm_sm90);
             REQUIRE(plan.ffn_gemm_sm90_bwd == (k.training && mode == "sm90"));
+            REQUIRE(plan.gelu_grad_saved == (k.training && mode == "sm90" && !k.gelu_ckpt));
             REQUIRE(plan.gemm_gelu_regions == regions);
           },
-          [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, k.training); });
+          [&](const GpuResult& got, const GpuResult& want) {
+            check_sm90_agrees(got, want, read, k.t, k.training, false, c.gelu_approximation);
+          });
     }
+}
+
+// gemm_sm90's two ways to the GELU backward: GELU'(h) computed by the forward and kept
+// (DSKC_GELU_SAVE=grad, the default: kBiasGeluSaveGrad + kDGeluSaved) or computed by the backward from
+// the kept h (input: kBiasGelu + kDGelu) give bitwise the same GELU(h), dh, output and gradients
+// (the same rounded GELU'(h) multiplies the same rounded products); the kept GELU'(h) is GELU' of h
+// within its rounding. fp16 erf (a partial row tile, one tile per block) and bf16 tanh (~3 per block).
+TEST_CASE("gemm_sm90 GELU backward from the saved GELU'(h) (DSKC_GELU_SAVE=grad) is bitwise the one from h") {
+  dskc_test::require_gpu();
+  if (!gemm_sm90_gpu()) return;
+  struct Case {
+    const char* name;
+    int H, heads, I, B, S;
+    DType t;
+    bool tanh;
+  };
+  const Case cases[] = {
+      {"fp16 BERT-Large erf, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, false},
+      {"bf16 BERT-Base tanh, 16 x 128 rows", 768, 12, 3072, 16, 128, DType::BF16, true},
+  };
+  const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", "sm90");
+  for (const Case& k : cases) {
+    INFO(k.name);
+    std::printf("case %s\n", k.name);
+    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, true, 0.1, 0.1);
+    c.gelu_approximation = k.tanh ? GeluForm::Tanh : GeluForm::Erf;
+    compare_env_paths(
+        c, k.B, k.S, 43, 6, "DSKC_GELU_SAVE", "input", {"grad"}, kFfnTensors,
+        [&](const LayerPlan& plan, const std::string&) {
+          REQUIRE(plan.gelu_grad_saved);
+          REQUIRE(plan.find_saved("ffn_gelu_grad"));
+          REQUIRE_FALSE(plan.find_saved("ffn_pre_gelu"));
+          REQUIRE(plan.find_kernel("gemm_output_dgrad")->instantiation.find("kDGeluSaved") != std::string::npos);
+        },
+        [&](const GpuResult& got, const GpuResult& want) {
+          REQUIRE(want.tensors.count("ffn_pre_gelu"));
+          REQUIRE(got.tensors.count("ffn_gelu_grad"));
+          for (const char* name : {"ffn_gelu_out", "grad_inter"}) CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
+          CHECK(got.output == want.output);
+          CHECK(got.grad_input == want.grad_input);
+          REQUIRE(got.grads.size() == want.grads.size());
+          for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+          // GELU'(h) as kept: within the dtype's rounding of GELU' of the h the other run kept
+          check_sm90_agrees(got, want, {}, k.t, true, false, c.gelu_approximation);
+        });
+  }
 }
 
 // gemm_sm90's plain epilogues (DSKC_LINEAR_GEMM=sm90: the forward's QKV + bias, attention-output and
