@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 55, call 3: the side-by-side table (compare_torch, 3 interleaved rounds, medians) of the
-# landed code on the H200. Run under exp/pack.sh.
+# Session 55, call 3 (not run: the device tool started no H200 in four tries and the session's device
+# time ran low): the side-by-side table of the landed code on the H200. Run under exp/pack.sh.
 . "$(dirname "$0")/common.sh"
 build_gpu -j16
 el "compare_torch, warm-up 10, 3 rounds"
