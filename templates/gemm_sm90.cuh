@@ -129,14 +129,6 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   v.v[1] = from_f<E>(b);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
-template <typename E>
-struct IsBf16 {
-  static constexpr bool value = false;
-};
-template <>
-struct IsBf16<__nv_bfloat16> {
-  static constexpr bool value = true;
-};
 // a · b per 16-bit lane of two packed pairs of E, each exact product rounded once to E (one
 // mul.rn.f16x2 / bf16x2; the product of two 16-bit values is exact in fp32, so this is the fp32
 // product rounded to E): dh from the rounded products and the rounded GELU'(h) in every GELU'
@@ -144,7 +136,7 @@ struct IsBf16<__nv_bfloat16> {
 template <typename E>
 __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
   uint32_t d;
-  if constexpr (IsBf16<E>::value)
+  if constexpr (sm90::SameType<E, __nv_bfloat16>::value)
     asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   else
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));

@@ -130,22 +130,22 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
   layer.set_params(params);
   const DType t = c.dtype();
   const size_t n = in.x.size(), eb = dtype_bytes(t);
-  // A `read` tensor's bytes at (B, S), from the plan (saved or workspace).
-  auto bytes_of = [&](const std::string& name) -> size_t {
-    if (const TensorInfo* s = layer.plan().find_saved(name)) return static_cast<size_t>(s->bytes(B, S));
+  // A plan tensor (saved or workspace) by name; nullptr where the plan has none.
+  auto find_tensor = [&](const std::string& name) -> const TensorInfo* {
+    if (const TensorInfo* s = layer.plan().find_saved(name)) return s;
     for (const auto& w : layer.plan().workspace)
-      if (w.name == name) return static_cast<size_t>(w.bytes(B, S));
+      if (w.name == name) return &w;
+    return nullptr;
+  };
+  // A `read` tensor's bytes at (B, S).
+  auto bytes_of = [&](const std::string& name) -> size_t {
+    if (const TensorInfo* info = find_tensor(name)) return static_cast<size_t>(info->bytes(B, S));
     FAIL("no plan tensor " << name);
     return 0;
   };
   std::vector<std::string> names;  // `read` without the optional names the plan lacks
-  for (const auto& name : read) {
-    const std::string base = read_name(name);
-    const bool in_plan = layer.plan().find_saved(base) != nullptr ||
-                         std::any_of(layer.plan().workspace.begin(), layer.plan().workspace.end(),
-                                     [&](const TensorInfo& w) { return w.name == base; });
-    if (!optional_read(name) || in_plan) names.push_back(base);
-  }
+  for (const auto& name : read)
+    if (!optional_read(name) || find_tensor(read_name(name))) names.push_back(read_name(name));
   auto poison = [&](bool saved) {
     for (const auto& name : names)
       if ((layer.plan().find_saved(name) != nullptr) == saved)
