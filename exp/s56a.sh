@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Session 56, call 1: the landed HEAD (v49 in place, review commit ad5f7c6) on the H200: the whole GPU
+# suite, then the side-by-side table with 3 interleaved rounds (medians). Run under exp/pack.sh.
+. "$(dirname "$0")/common.sh"
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+build_gpu -j16
+ctest_gpu 16 300 290
+el "compare_torch, warm-up 10, 3 rounds"
+timeout $(( 585 - $(date +%s) + t0 )) python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --warmup 10 \
+  --rounds 3 2>&1 | tee "$OUT/compare_wu10_r3.txt" | tail -6
+el done
