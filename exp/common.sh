@@ -175,3 +175,10 @@ sass_line() {
 apply_patch() {
   git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
 }
+# compare_torch.py's side-by-side table, burst, 3 interleaved rounds (medians), into $OUT/compare_wu10_r3.txt,
+# stopped at END seconds after the script's start: compare_r3 END
+compare_r3() {
+  el "compare_torch, warm-up 10, 3 rounds"
+  timeout $(( $1 - $(date +%s) + t0 )) python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --warmup 10 \
+    --rounds 3 2>&1 | tee "$OUT/compare_wu10_r3.txt" | tail -6
+}

@@ -5,7 +5,5 @@
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 ctest_gpu 16 300 290
-el "compare_torch, warm-up 10, 3 rounds"
-timeout $(( 585 - $(date +%s) + t0 )) python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --warmup 10 \
-  --rounds 3 2>&1 | tee "$OUT/compare_wu10_r3.txt" | tail -6
+compare_r3 585
 el done

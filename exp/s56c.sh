@@ -4,7 +4,5 @@
 . "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16 dskc
-el "compare_torch, warm-up 10, 3 rounds"
-timeout $(( ${LIMIT:-330} - $(date +%s) + t0 )) python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre \
-  --warmup 10 --rounds 3 2>&1 | tee "$OUT/compare_wu10_r3.txt" | tail -6
+compare_r3 ${LIMIT:-330}
 el done
