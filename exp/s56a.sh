@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 56, call 1: the landed HEAD (v49 in place, review commit ad5f7c6) on the H200: the whole GPU
+# Session 56 (never ran: the device tool started no machine in time for it): the landed HEAD (v49 in place, review commit ad5f7c6) on the H200: the whole GPU
 # suite, then the side-by-side table with 3 interleaved rounds (medians). Run under exp/pack.sh.
 . "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
