@@ -3,7 +3,9 @@
 total, local-memory loads/stores (spills), R2UR (vector-to-uniform moves before wgmma/TMA), IMAD,
 MUFU, BAR, I2F+F2I, BRA.  Usage: python3 exp/sass_stats.py MODULE.sass
 The cubins come from `dskc compile LAYER.json --arch sm_90 -o X` (no GPU needed); cuobjdump runs on
-the GPU machine (the CPU machine's toolkit has no cuobjdump / nvdisasm)."""
+the GPU machine (the CPU machine's toolkit has no cuobjdump / nvdisasm). For one kernel's line with
+its HGMMA and uniform-datapath counts inside a session script, exp/common.sh's `sass_line` does the
+dump and the count; this script is the whole-module form (every kernel, spills included)."""
 import collections, re, sys
 
 kernels = collections.OrderedDict()
