@@ -19,6 +19,9 @@ replayed (PyTorch's whole-network capture: no Python or launch overhead left in 
 the two "graph" columns, left out with --no-graphs. The plain columns launch every kernel from
 Python each step, as training does without graphs; where the GPU outruns those launches they measure
 the CPU, not the kernels (session 37: torch.compile 2.06 ms plain, 1.44 ms replayed, at (64,128)).
+With the graph columns dskc is timed the same way too (`dskc bench --graph`: its forward and its backward
+each captured as a CUDA graph after the warm-up and replayed), with and without the three memory flags,
+and the ratio column compares the two replayed forms (torch.compile graph / dskc graph).
 Every torch step starts with its gradients set to None, as after optimizer.zero_grad(), so its
 backward writes them as dskc's does instead of adding into them.
 --gelu tanh runs every side with the tanh GELU (F.gelu(approximate="tanh"); DeepSpeed's kernel's GELU;
@@ -168,15 +171,15 @@ def time_graphed_or_nan(name, layer, b, s, iters, warmup, with_mask=True):
         return float("nan"), float("nan")
 
 
-def run_dskc(dskc, b, s, pre, iters, warmup, extra):
+def run_dskc(dskc, b, s, pre, iters, warmup, extra, bench_args=()):
     cfg = {"batch_size": b, "max_seq_length": s, "hidden_size": 1024, "heads": 16, "intermediate_size": 4096,
            "attn_dropout_ratio": 0.1, "hidden_dropout_ratio": 0.1, "num_hidden_layers": 24,
            "initializer_range": 0.02, "seed": 42, "fp16": True, "pre_layer_norm": pre}
     cfg.update(extra)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cfg, f)
-    out = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters), "--warmup", str(warmup)],
-                         capture_output=True, text=True)
+    out = subprocess.run([dskc, "bench", f.name, "--csv", "--iters", str(iters), "--warmup", str(warmup),
+                          *bench_args], capture_output=True, text=True)
     os.unlink(f.name)
     if out.returncode != 0:
         sys.stderr.write(out.stderr)
@@ -205,7 +208,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--idle", type=float, default=3.0, help="seconds of idle GPU before each side's run")
     ap.add_argument("--no-graphs", dest="graphs", action="store_false",
-                    help="leave out the torch columns replayed from a CUDA graph")
+                    help="leave out the columns replayed from a CUDA graph (torch's and dskc's)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -223,7 +226,7 @@ def main():
                 compiled = torch.compile(fused)
             flags = dict(extra, attn_dropout_checkpoint=True, normalize_invertible=True, gelu_checkpoint=True)
             e_ms, c_ms, d_runs, dall_runs, e_mhz, c_mhz = [], [], [], [], [], []
-            eg_ms, cg_ms, eg_mhz, cg_mhz = [], [], [], []
+            eg_ms, cg_ms, eg_mhz, cg_mhz, dg_runs, dallg_runs = [], [], [], [], [], []
             if compiled is not None:  # compile outside the timed sides (the first calls compile the graphs)
                 time_layer(compiled, b, s, 1024, 1, 2, with_mask=False)
             for _ in range(args.rounds):
@@ -254,25 +257,38 @@ def main():
                 d_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra))
                 time.sleep(args.idle)
                 dall_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags))
+                if args.graphs:
+                    time.sleep(args.idle)
+                    dg_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, extra, ["--graph"]))
+                    time.sleep(args.idle)
+                    dallg_runs.append(run_dskc(args.dskc, b, s, pre, args.iters, args.warmup, flags, ["--graph"]))
             rows.append((b, s, ln, gelu, statistics.median(e_ms), statistics.median(c_ms), median_run(d_runs),
                          median_run(dall_runs), em, cm, statistics.median(e_mhz), statistics.median(c_mhz),
                          (statistics.median(eg_ms), statistics.median(cg_ms), statistics.median(eg_mhz),
-                          statistics.median(cg_mhz)) if args.graphs else None))
+                          statistics.median(cg_mhz), median_run(dg_runs), median_run(dallg_runs))
+                         if args.graphs else None))
             del layer, compiled
             torch.cuda.empty_cache()
     print()
-    graph_head = " torch eager graph ms | torch.compile graph ms | compile graph/dskc |" if args.graphs else ""
+    graph_head = (" torch eager graph ms | torch.compile graph ms | dskc graph ms | dskc all-flags graph ms | "
+                  "compile graph/dskc graph |") if args.graphs else ""
     print("| batch | seq | LN | GELU | torch eager ms | torch.compile ms | dskc ms | dskc all-flags ms | eager/dskc | "
           f"compile/dskc |{graph_head} MiB eager | MiB compile | MiB dskc | MiB dskc all flags | "
-          "SM MHz eager / compile / dskc" + (" / eager graph / compile graph |" if args.graphs else " |"))
-    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if args.graphs else "") +
+          "SM MHz eager / compile / dskc" + (" / eager graph / compile graph / dskc graph |" if args.graphs else " |"))
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|---:|" if args.graphs else "") +
           "---:|---:|---:|---:|---|")
     for b, s, ln, gelu, e, c, d, dall, em, cm, emhz, cmhz, graphed in rows:
         dt = d[0] + d[1] if d else float("nan")
         dat = dall[0] + dall[1] if dall else float("nan")
         dmhz = d[3] if d else float("nan")
-        graph_cols = f" {graphed[0]:.3f} | {graphed[1]:.3f} | {graphed[1] / dt:.2f} |" if graphed else ""
-        graph_mhz = f" / {graphed[2]:.0f} / {graphed[3]:.0f}" if graphed else ""
+        graph_cols = graph_mhz = ""
+        if graphed:
+            dg, dallg = graphed[4], graphed[5]
+            dgt = dg[0] + dg[1] if dg else float("nan")
+            dallgt = dallg[0] + dallg[1] if dallg else float("nan")
+            graph_cols = (f" {graphed[0]:.3f} | {graphed[1]:.3f} | {dgt:.3f} | {dallgt:.3f} | "
+                          f"{graphed[1] / dgt:.2f} |")
+            graph_mhz = f" / {graphed[2]:.0f} / {graphed[3]:.0f} / {dg[3] if dg else float('nan'):.0f}"
         print(f"| {b} | {s} | {ln} | {gelu} | {e:.3f} | {c:.3f} | {dt:.3f} | {dat:.3f} | {e / dt:.2f} | {c / dt:.2f} |"
               f"{graph_cols} {em:.0f} | {cm:.0f} | {d[2] if d else float('nan'):.0f} | "
               f"{dall[2] if dall else float('nan'):.0f} | {emhz:.0f} / {cmhz:.0f} / {dmhz:.0f}{graph_mhz} |")

@@ -8,10 +8,11 @@ column, nan without NVML). The first variant also runs a second time at the end 
 the difference between those two rows is what the same code measures twice, the noise floor that a
 difference between variants has to exceed (--no-control leaves it out). Usage:
     python3 bench/layer_matrix.py --dskc build/dskc [--iters 30] [--warmup N] [--rounds 3]
-        [--only "fp16 Pre-LN,bf16"] [--env "partials:DSKC_BIAS_GRAD=partials"]...
+        [--only "fp16 Pre-LN,bf16"] [--env "partials:DSKC_BIAS_GRAD=partials"]... [--graph]
 --only keeps the named variants (the first one kept is the baseline of the last column); each --env
 adds a variant: the default config (or variant BASE's) run with the given environment variables
-(NAME[@BASE]:VAR=V[,VAR=V]).
+(NAME[@BASE]:VAR=V[,VAR=V]). --graph times every variant replayed from CUDA graphs (`dskc bench --graph`:
+no host launch gaps in the numbers).
 """
 import argparse
 import json
@@ -36,10 +37,11 @@ VARIANTS = [
 ]
 
 
-def run_one(dskc, cfg, iters, env=None, warmup=None):
+def run_one(dskc, cfg, iters, env=None, warmup=None, graph=False):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cfg, f)
     cmd = [dskc, "bench", f.name, "--csv", "--iters", str(iters)] + (["--warmup", str(warmup)] if warmup else [])
+    cmd += ["--graph"] if graph else []
     r = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, **(env or {})))
     os.unlink(f.name)
@@ -64,6 +66,8 @@ def main():
     ap.add_argument("--env", action="append", default=[],
                     help="NAME[@BASE]:VAR=V[,VAR=V]: one more variant, the default config (or variant BASE's) "
                          "under these variables")
+    ap.add_argument("--graph", action="store_true",
+                    help="time every variant's forward and backward replayed from CUDA graphs (dskc bench --graph)")
     ap.add_argument("--no-control", action="store_true",
                     help="do not run the first variant a second time per round (the same-code control row)")
     args = ap.parse_args()
@@ -94,7 +98,7 @@ def main():
         for _ in range(args.rounds):
             for name, extra, env in variants:
                 cfg = dict(BASE, batch_size=b, max_seq_length=s, **extra)
-                res, err = run_one(args.dskc, cfg, args.iters, env, args.warmup)
+                res, err = run_one(args.dskc, cfg, args.iters, env, args.warmup, args.graph)
                 if res is None:
                     errors[name] = err
                 else:

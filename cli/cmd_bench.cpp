@@ -4,14 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/layer_args.h"
 #include "compiler/errors.h"
 #include "compiler/fileio.h"
 #include "runtime/context.h"
+#include "runtime/cuda_graph.h"
 #include "runtime/driver.h"
 #include "runtime/gpu_monitor.h"
 #include "runtime/host_tensor.h"
@@ -80,12 +83,16 @@ int cmd_bench(const Args& args) {
   LayerArgs la;
   la.add_to(p);
   std::optional<int> batch, seq, iters, warmup;
-  bool csv = false, profile = false, timeline = false;
+  bool csv = false, profile = false, timeline = false, graph = false;
   p.add_int("batch", &batch, "micro-batch (default: the config's batch_size)");
   p.add_int("seq", &seq, "sequence length (default: max_seq_length)");
   p.add_int("iters", &iters, "timed iterations (default 50)");
   p.add_int("warmup", &warmup, "untimed iterations first (default 10)");
   p.add_switch("csv", &csv, "one CSV line instead of the table");
+  p.add_switch("graph", &graph,
+               "time the forward and the backward each replayed from a CUDA graph, captured after the warm-up: "
+               "the GPU's work without the host's launch gaps (the form of bench/compare_torch.py's CUDA-graph "
+               "columns); every replay repeats the captured dropout seed and step");
   p.add_switch("profile", &profile,
                "also time each kernel and GEMM (events around every step; runs the backward on one stream, so the "
                "per-step times add up while the plain timing overlaps the weight-gradient GEMMs)");
@@ -101,6 +108,9 @@ int cmd_bench(const Args& args) {
   const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
   const int n_it = iters.value_or(50), n_wu = warmup.value_or(10);
   if (n_it < 1 || n_wu < 0) throw Error(ErrorKind::Usage, "--iters must be >= 1 and --warmup >= 0");
+  if (graph && n_wu < 1)
+    throw Error(ErrorKind::Usage, "--graph needs --warmup >= 1: the first call allocates and loads what the layer "
+                                  "launches, which a CUDA graph capture cannot do");
   if (!trace.empty()) {  // fail before the timing, not after it
     const std::filesystem::path dir = std::filesystem::path(trace).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))
@@ -117,21 +127,58 @@ int cmd_bench(const Args& args) {
   upload(ctx, x.ptr(), hx, t);
   upload(ctx, dy.ptr(), hx, t);
   Events fe, be;
-  std::vector<double> f_ms, b_ms;
+  std::vector<double> f_ms, b_ms, f_host_ms, b_host_ms;  // GPU time (events), host time to issue the work
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
   GpuMonitor monitor(pci_bus_id(ctx.cu_device()));
+  // With --graph, the forward and the backward of step n_wu are captured (not run) after the warm-up
+  // and the timed iterations replay them.
+  std::unique_ptr<CapturedGraph> fwd_graph, bwd_graph;
+  size_t graph_nodes = 0;
   for (int i = 0; i < n_wu + n_it; ++i) {
-    if (i == n_wu) monitor.start();
+    if (i == n_wu) {
+      if (graph) {
+        ctx.synchronize();
+        fwd_graph = std::make_unique<CapturedGraph>(ctx.stream(), "the layer's forward", [&] {
+          layer.forward(x.ptr(), 0, y.ptr(), B, S, static_cast<uint32_t>(i));
+        });
+        graph_nodes += fwd_graph->nodes();
+        if (cfg.training) {
+          bwd_graph = std::make_unique<CapturedGraph>(ctx.stream(), "the layer's backward",
+                                                      [&] { layer.backward(dy.ptr(), dx.ptr()); });
+          graph_nodes += bwd_graph->nodes();
+        }
+      }
+      monitor.start();
+    }
     DSKC_CU(cuEventRecord(fe.a, ctx.stream()));
-    layer.forward(x.ptr(), 0, y.ptr(), B, S, static_cast<uint32_t>(i));
+    const Clock::time_point f_issue = Clock::now();
+    if (fwd_graph)
+      fwd_graph->launch(ctx.stream());
+    else
+      layer.forward(x.ptr(), 0, y.ptr(), B, S, static_cast<uint32_t>(i));
+    const double f_host = ms_since(f_issue);
     DSKC_CU(cuEventRecord(fe.b, ctx.stream()));
+    double b_host = 0;
     if (cfg.training) {
       DSKC_CU(cuEventRecord(be.a, ctx.stream()));
-      layer.backward(dy.ptr(), dx.ptr());
+      const Clock::time_point b_issue = Clock::now();
+      if (bwd_graph)
+        bwd_graph->launch(ctx.stream());
+      else
+        layer.backward(dy.ptr(), dx.ptr());
+      b_host = ms_since(b_issue);
       DSKC_CU(cuEventRecord(be.b, ctx.stream()));
     }
     if (i >= n_wu) {
       f_ms.push_back(fe.ms());
-      if (cfg.training) b_ms.push_back(be.ms());
+      f_host_ms.push_back(f_host);
+      if (cfg.training) {
+        b_ms.push_back(be.ms());
+        b_host_ms.push_back(b_host);
+      }
     }
   }
   ctx.synchronize();
@@ -161,27 +208,36 @@ int cmd_bench(const Args& args) {
     }
   }
   const double fm = median(f_ms), bm = cfg.training ? median(b_ms) : 0.0;
+  const double fh = median(f_host_ms), bh = cfg.training ? median(b_host_ms) : 0.0;
   const double flops = layer_forward_flops(cfg, B, S) * (cfg.training ? 3.0 : 1.0);
   const double tflops = flops / ((fm + bm) * 1e-3) / 1e12;
   const double act_mib = layer.plan().activation_bytes(B, S) / 1048576.0;
   if (csv) {
-    // ..., activation MiB, then the timed iterations' mean SM clock (MHz) and board power (W): nan
-    // where NVML is not available
-    std::printf("%d,%d,%d,%s,%s,%.4f,%.4f,%.4f,%.1f,%.2f,%s,%s\n", B, S, cfg.hidden_size, dtype_name(t),
+    // ..., activation MiB, then the timed iterations' mean SM clock (MHz) and board power (W) (nan
+    // where NVML is not available), then the host's median time to issue the forward and the backward
+    std::printf("%d,%d,%d,%s,%s,%.4f,%.4f,%.4f,%.1f,%.2f,%s,%s,%.4f,%.4f\n", B, S, cfg.hidden_size, dtype_name(t),
                 cfg.pre_layer_norm ? "pre" : "post", fm, bm, fm + bm, tflops, act_mib,
                 gpu.available && gpu.samples ? fmt::format("{:.0f}", gpu.sm_mhz_mean).c_str() : "nan",
                 gpu.available && gpu.samples && gpu.power_w_mean > 0 ? fmt::format("{:.0f}", gpu.power_w_mean).c_str()
-                                                                     : "nan");
+                                                                     : "nan",
+                fh, bh);
     return 0;
   }
   std::printf("dskc bench on %s: hidden %d, heads %d, intermediate %d, %s, %s%s\n", ctx.device_name().c_str(),
               cfg.hidden_size, cfg.heads, cfg.intermediate_size, dtype_name(t),
               cfg.pre_layer_norm ? "Pre-LN" : "Post-LN", cfg.stochastic_mode ? ", stochastic_mode" : "");
   std::printf("module: %s in %.0f ms\n", layer.module_from_cache() ? "cache hit" : "compiled", layer.module_build_ms());
+  if (graph)
+    std::printf("timed: the forward and the backward replayed from CUDA graphs (%zu nodes), captured after %d "
+                "warm-up iterations\n", graph_nodes, n_wu);
   std::printf("| batch | seq | forward ms | backward ms | total ms | TFLOP/s | activation MiB |\n");
   std::printf("|------:|----:|-----------:|------------:|---------:|--------:|---------------:|\n");
   std::printf("| %5d | %3d | %10.3f | %11.3f | %8.3f | %7.1f | %14.1f |\n", B, S, fm, bm, fm + bm, tflops, act_mib);
   std::printf("%s\n", describe_gpu_state(gpu).c_str());
+  std::printf("host time to issue (median): forward %.3f ms, backward %.3f ms%s\n", fh, bh,
+              fh > 0.8 * fm || bh > 0.8 * bm ? ": close to the GPU's time, so the GPU waits for the host's "
+                                               "launches (--graph leaves them out)"
+                                             : "");
   return 0;
 }
 

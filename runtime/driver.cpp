@@ -72,6 +72,13 @@ DriverApi load_driver() {
   load_sym(lib, d.cuMemFreeHost, "cuMemFreeHost");
   load_sym(lib, d.cuFuncSetAttribute, "cuFuncSetAttribute");
   load_sym(lib, d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
+  load_sym(lib, d.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+  load_sym(lib, d.cuStreamEndCapture, "cuStreamEndCapture");
+  load_sym(lib, d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  load_sym(lib, d.cuGraphGetNodes, "cuGraphGetNodes");
+  load_sym(lib, d.cuGraphLaunch, "cuGraphLaunch");
+  load_sym(lib, d.cuGraphExecDestroy, "cuGraphExecDestroy");
+  load_sym(lib, d.cuGraphDestroy, "cuGraphDestroy");
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = "?";

@@ -198,6 +198,8 @@ TEST_CASE("bad inputs exit with the documented code, name the file or key, and w
        "compile {cfg} --arch sm_80 -o /sys/dskc-test-out.cubin", 7, {"/sys/dskc-test-out.cubin", "cannot write"}},
       {"bench --trace into a directory that does not exist (checked before the GPU is touched)", ok.c_str(),
        "bench {cfg} --trace {dir}/no/such/dir/trace.json", 7, {"--trace", "{dir}/no/such/dir", "does not exist"}},
+      {"bench --graph without a warm-up (checked before the GPU is touched)", ok.c_str(),
+       "bench {cfg} --graph --warmup 0", 2, {"--graph needs --warmup >= 1"}},
       {"output directory does not exist (emit cuda)", ok.c_str(),
        "compile {cfg} --emit cuda -o {dir}/no/such/dir/out.cu", 7, {"{dir}/no/such/dir/out.cu", "cannot write"}},
       {"inspect: bad config", bad_type.c_str(), "inspect {cfg} --memory", 3, {"{cfg}", "heads must be an integer"}},

@@ -5,7 +5,9 @@
 // (attn_dropout_checkpoint on the fused attention path drops the saved keep bits, and its
 // regenerated mask gives bitwise the same gradients as the saved bits); the fused attention's
 // dropout keeps exactly the Philox-selected probabilities (read from the outputs), and the keep
-// bits the fused forward saves are exactly the Philox mask (zero past S).
+// bits the fused forward saves are exactly the Philox mask (zero past S); a forward and backward
+// captured into CUDA graphs (dskc bench --graph) replay bitwise what the plain calls compute.
+#include <cmath>
 #include <cstring>
 
 #include <doctest/doctest.h>
@@ -14,6 +16,8 @@
 #include "gpu_util.h"
 #include "test_util.h"
 #include "runtime/context.h"
+#include "runtime/cuda_graph.h"
+#include "runtime/driver.h"
 #include "runtime/host_tensor.h"
 #include "runtime/layer_params.h"
 #include "runtime/profiler.h"
@@ -506,4 +510,86 @@ TEST_CASE("timeline profiler: both streams, main-stream steps in order, same res
     }
   CHECK(events == steps.size());
   CHECK(on_side_thread == static_cast<size_t>(side));
+}
+
+// dskc bench --graph: the forward and the backward of one step, captured into CUDA graphs after a
+// plain call, replay bitwise what plain calls of that step compute: every kernel, GEMM and memset is
+// on the captured streams (the side stream forked and joined inside the capture), nothing is left
+// for the replay to allocate, and a capture runs nothing. A capture of work that cannot be captured
+// fails with an error that names it, and leaves the stream usable.
+TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain calls' results") {
+  dskc_test::require_gpu();
+  Context ctx;
+  const int B = 8, S = 128;
+  for (bool flags : {false, true}) {
+    INFO((flags ? "all three memory flags" : "no flag"));
+    LayerConfig c = large_cfg(DType::F16, true, B, S);
+    c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = flags;
+    TransformerLayer layer(ctx, c);
+    layer.set_params(init_layer_params(c, 3));
+    const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
+    DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb);
+    upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
+    upload(ctx, dy.ptr(), dskc_test::randn(n, 2), c.dtype());
+    auto step = [&](uint32_t k) {
+      layer.forward(x.ptr(), 0, y.ptr(), B, S, k);
+      layer.backward(dy.ptr(), dx.ptr());
+    };
+    step(5);
+    const std::vector<float> want_y = download(ctx, y.ptr(), n, c.dtype());
+    const std::vector<float> want_dx = download(ctx, dx.ptr(), n, c.dtype());
+    const auto want_grads = layer.get_grads();
+
+    DSKC_CU(cuMemsetD8Async(y.ptr(), 0xFF, n * eb, ctx.stream()));  // NaN in fp16
+    DSKC_CU(cuMemsetD8Async(dx.ptr(), 0xFF, n * eb, ctx.stream()));
+    CapturedGraph fwd(ctx.stream(), "forward", [&] { layer.forward(x.ptr(), 0, y.ptr(), B, S, 5); });
+    CapturedGraph bwd(ctx.stream(), "backward", [&] { layer.backward(dy.ptr(), dx.ptr()); });
+    CHECK(fwd.nodes() >= 5);
+    CHECK(bwd.nodes() > fwd.nodes());
+    // Capturing ran nothing: the outputs still hold the poison.
+    for (float v : download(ctx, y.ptr(), n, c.dtype())) REQUIRE(std::isnan(v));
+    for (float v : download(ctx, dx.ptr(), n, c.dtype())) REQUIRE(std::isnan(v));
+
+    // Another step by plain calls changes every output (other dropout masks); the replays bring back
+    // step 5's, twice.
+    step(6);
+    CHECK(download(ctx, y.ptr(), n, c.dtype()) != want_y);
+    CHECK(download(ctx, dx.ptr(), n, c.dtype()) != want_dx);
+    CHECK(layer.get_grads().at("inter_w") != want_grads.at("inter_w"));
+    for (int rep = 0; rep < 2; ++rep) {
+      INFO("replay " << rep);
+      fwd.launch(ctx.stream());
+      bwd.launch(ctx.stream());
+      CHECK(download(ctx, y.ptr(), n, c.dtype()) == want_y);
+      CHECK(download(ctx, dx.ptr(), n, c.dtype()) == want_dx);
+      for (const auto& [name, v] : layer.get_grads()) CHECK_MESSAGE(v == want_grads.at(name), name);
+    }
+    // Plain calls still work after the replays (the layer's events were re-recorded outside capture).
+    step(5);
+    CHECK(download(ctx, dx.ptr(), n, c.dtype()) == want_dx);
+  }
+
+  // A synchronizing call cannot be captured: the error names what was captured and why, the stream
+  // leaves capture mode, and the layer runs on it as before.
+  LayerConfig c = large_cfg(DType::F16, true, B, S);
+  TransformerLayer layer(ctx, c);
+  layer.set_params(init_layer_params(c, 3));
+  const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
+  DeviceBuffer x(ctx, n * eb), y(ctx, n * eb);
+  upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
+  layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
+  const std::vector<float> want_y = download(ctx, y.ptr(), n, c.dtype());
+  const std::string msg = dskc_test::error_of(
+      [&] {
+        CapturedGraph g(ctx.stream(), "a forward and a wait", [&] {
+          layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
+          ctx.synchronize();
+        });
+      },
+      ErrorKind::Device);
+  CHECK_MESSAGE(msg.find("cannot capture a forward and a wait into a CUDA graph") != std::string::npos, msg);
+  CHECK_MESSAGE(msg.find("cuStreamSynchronize") != std::string::npos, msg);
+  DSKC_CU(cuMemsetD8Async(y.ptr(), 0xFF, n * eb, ctx.stream()));
+  layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
+  CHECK(download(ctx, y.ptr(), n, c.dtype()) == want_y);
 }
