@@ -593,3 +593,62 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
   layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
   CHECK(download(ctx, y.ptr(), n, c.dtype()) == want_y);
 }
+
+// LayerOptions::cuda_graphs (dskc train --cuda_graphs): every forward and backward after the first at
+// its shape is captured into a CUDA graph with that call's arguments and launched as one (the
+// executable graph updated in place while the shapes stay). Step by step, each step with its own
+// dropout masks, across a smaller batch, a shorter sequence and back, with and without the memory
+// flags: bitwise the results of a layer that launches its kernels one by one.
+TEST_CASE("layer calls launched as CUDA graphs: bitwise the plain calls, every step") {
+  dskc_test::require_gpu();
+  Context ctx;
+  const int B = 8, S = 128;
+  for (bool flags : {false, true}) {
+    INFO((flags ? "all three memory flags" : "no flag"));
+    LayerConfig c = large_cfg(DType::F16, true, B, S);
+    c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = flags;
+    LayerOptions plain_opt, graph_opt;
+    plain_opt.cuda_graphs = 0;
+    graph_opt.cuda_graphs = 1;
+    TransformerLayer plain(ctx, c, plain_opt), graphed(ctx, c, graph_opt);
+    const auto params = init_layer_params(c, 3);
+    plain.set_params(params);
+    graphed.set_params(params);
+    const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
+    DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb);
+    upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
+    upload(ctx, dy.ptr(), dskc_test::randn(n, 2), c.dtype());
+    struct Call {
+      int b, s;
+      uint32_t step;
+    } calls[] = {{8, 128, 1}, {8, 128, 2}, {8, 128, 3}, {6, 128, 4}, {6, 128, 5},
+                 {8, 128, 6}, {8, 100, 7}, {8, 100, 8}, {8, 128, 9}};
+    std::vector<float> last_y;
+    for (const Call& k : calls) {
+      INFO("batch " << k.b << " seq " << k.s << " step " << k.step);
+      const size_t m = static_cast<size_t>(k.b) * k.s * c.hidden_size;
+      auto run = [&](TransformerLayer& l) {
+        DSKC_CU(cuMemsetD8Async(y.ptr(), 0xFF, n * eb, ctx.stream()));
+        DSKC_CU(cuMemsetD8Async(dx.ptr(), 0xFF, n * eb, ctx.stream()));
+        l.forward(x.ptr(), 0, y.ptr(), k.b, k.s, k.step);
+        l.backward(dy.ptr(), dx.ptr());
+        Run r;
+        r.out = download(ctx, y.ptr(), m, c.dtype());
+        r.dx = download(ctx, dx.ptr(), m, c.dtype());
+        r.grads = l.get_grads();
+        return r;
+      };
+      const Run want = run(plain), got = run(graphed);
+      CHECK(got.out == want.out);
+      CHECK(got.dx == want.dx);
+      for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+      CHECK(want.out != last_y);  // every step its own masks
+      last_y = want.out;
+    }
+    // The first call at each of the three shapes ran without a graph; the other six forward and
+    // backward calls were graphs, and the repeated shapes updated the previous graph in place.
+    CHECK(graphed.graph_launches() == 12);
+    CHECK(graphed.graph_updates() >= 2);
+    CHECK(plain.graph_launches() == 0);
+  }
+}
