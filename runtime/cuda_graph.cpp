@@ -1,4 +1,4 @@
-// CUDA graph capture, update and replay (see cuda_graph.h).
+// CUDA graph capture and replay (see cuda_graph.h).
 #include "runtime/cuda_graph.h"
 
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 
 namespace dskc {
 
-CUgraph capture_graph(CUstream stream, const std::string& what, const std::function<void()>& issue) {
+CapturedGraph::CapturedGraph(CUstream stream, const std::string& what, const std::function<void()>& issue) {
   const DriverApi& d = driver();
   DSKC_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   std::string failure;
@@ -27,43 +27,20 @@ CUgraph capture_graph(CUstream stream, const std::string& what, const std::funct
     if (g) d.cuGraphDestroy(g);
     throw Error(ErrorKind::Device, fmt::format("cannot capture {} into a CUDA graph: {}", what, failure));
   }
-  return g;
-}
-
-GraphExec::~GraphExec() {
-  if (exec_) driver().cuGraphExecDestroy(exec_);
-}
-
-bool GraphExec::set(CUgraph graph, const std::string& what) {
-  const DriverApi& d = driver();
-  size_t nodes = 0;
-  CUresult r = d.cuGraphGetNodes(graph, nullptr, &nodes);
-  bool updated = false;
-  if (r == CUDA_SUCCESS && exec_) {
-    CUgraphExecUpdateResultInfo info{};
-    updated = d.cuGraphExecUpdate(exec_, graph, &info) == CUDA_SUCCESS;
-    if (!updated) {  // another topology (or a change an update cannot make): instantiate anew
-      d.cuGraphExecDestroy(exec_);
-      exec_ = nullptr;
-    }
-  }
-  if (r == CUDA_SUCCESS && !updated) r = d.cuGraphInstantiateWithFlags(&exec_, graph, 0);
-  d.cuGraphDestroy(graph);
+  CUresult r = d.cuGraphGetNodes(g, nullptr, &nodes_);
+  if (r == CUDA_SUCCESS) r = d.cuGraphInstantiateWithFlags(&exec_, g, 0);
   if (r != CUDA_SUCCESS) {
-    exec_ = nullptr;
+    d.cuGraphDestroy(g);
     throw Error(ErrorKind::Device, fmt::format("cannot instantiate the CUDA graph of {} ({})", what, cuda_error_name(r)));
   }
-  nodes_ = nodes;
-  return updated;
+  graph_ = g;
 }
 
-void GraphExec::launch(CUstream stream) const {
-  DSKC_ASSERT(exec_ != nullptr, "GraphExec::launch before set()");
-  DSKC_CU(cuGraphLaunch(exec_, stream));
+CapturedGraph::~CapturedGraph() {
+  if (exec_) driver().cuGraphExecDestroy(exec_);
+  if (graph_) driver().cuGraphDestroy(graph_);
 }
 
-CapturedGraph::CapturedGraph(CUstream stream, const std::string& what, const std::function<void()>& issue) {
-  exec_.set(capture_graph(stream, what, issue), what);
-}
+void CapturedGraph::launch(CUstream stream) const { DSKC_CU(cuGraphLaunch(exec_, stream)); }
 
 }  // namespace dskc
