@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Prepared in session 58, for the next session's first call (`bash exp/pack.sh 595 exp/s58e.sh`):
+# layers launched as CUDA graphs in training, exp/layer_graphs.patch (LayerOptions::cuda_graphs,
+# DSKC_LAYER_GRAPHS, `dskc train --cuda_graphs`: each layer's forward and backward re-captured every
+# call with that call's arguments and launched as one graph, the executable graph updated in place;
+# bench/NOTES.md v51). Session 58 started this call once (without the patch step: the change was on
+# its branch then) and the machine stopped answering before any output came back; then the device time
+# ran out, so the patch has never run on a GPU. Here: the new GPU cases (stops on a failure), BERT-Large
+# seq 128, micro-batch 64, fp16 `dskc train` with and without --cuda_graphs (20 steps, seq/s over steps
+# 11-20; 2 alternations; then all three memory flags, one each), then the whole `ctest -L gpu`.
+# Prediction: training +0.5-1% seq/s without flags (the backward's GPU-side launch and stream-wait
+# costs, -0.008 ms of ~0.8 per layer in v51; the host already runs ahead), +2-3% with all three flags
+# (-0.04 ms per layer backward in v51).
+. "$(dirname "$0")/common.sh"
+apply_patch exp/layer_graphs.patch
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+targets="dskc $(cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null 2>&1; ninja -C build-gpu -t targets all | grep -o '^gpu_test_[a-z_0-9]*' | sort -u | tr '\n' ' ')"
+build_gpu -j16 $targets
+el "new GPU cases"
+gpu_test test_layer_graphs.log 200 gpu_test_layer_behaviour -tc="*CUDA graph*"
+gpu_test test_bert_graphs.log 120 gpu_test_bert_cuda -tc="*cuda_graphs*"
+el "train A/B"
+W=/tmp/s58e; mkdir -p $W
+build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
+  --max_predictions_per_seq 20 --dupe_factor 2 > $OUT/prepare.log 2>&1 || { tail -5 $OUT/prepare.log; exit 1; }
+train() {  # train TAG ARGS...
+  local tag=$1; shift
+  timeout 120 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+    --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
+    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 20 --print_steps 10 \
+    --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 --data_dir $W/data \
+    --output_dir $W/$tag "$@" > $OUT/train_$tag.log 2>&1
+  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$? $(grep -E 'step 20/20' $OUT/train_$tag.log | tail -1)"
+  rm -rf $W/$tag
+}
+for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; done
+train flags_plain $FL_ALL; train flags_graphs $FL_ALL --cuda_graphs
+ctest_gpu 16 $(( 590 - $(date +%s) + t0 )) 300
+el done
