@@ -86,6 +86,22 @@ Run run(Context& ctx, const LayerConfig& c, int B, int S, uint32_t step = 5,
   return r;
 }
 
+// A layer of config c for batch x seq, its parameters from init_layer_params(c, 3), the input x and the
+// output gradient dy drawn (seeds 1, 2), y and dx to write: the setup of the timeline and CUDA-graph
+// cases (`auto& [layer, n, eb, x, y, dy, dx] = io;`).
+struct LayerIo {
+  LayerIo(Context& ctx, const LayerConfig& c, int batch, int seq)
+      : layer(ctx, c), n(static_cast<size_t>(batch) * seq * c.hidden_size), eb(dtype_bytes(c.dtype())),
+        x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb) {
+    layer.set_params(init_layer_params(c, 3));
+    upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
+    upload(ctx, dy.ptr(), dskc_test::randn(n, 2), c.dtype());
+  }
+  TransformerLayer layer;
+  size_t n, eb;
+  DeviceBuffer x, y, dy, dx;
+};
+
 }  // namespace
 
 TEST_CASE("memory flags give the same outputs and gradients as no flag") {
@@ -454,12 +470,8 @@ TEST_CASE("timeline profiler: both streams, main-stream steps in order, same res
   Context ctx;
   const int B = 8, S = 128;
   const LayerConfig c = large_cfg(DType::F16, true, B, S);
-  TransformerLayer layer(ctx, c);
-  layer.set_params(init_layer_params(c, 3));
-  const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
-  DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb);
-  upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
-  upload(ctx, dy.ptr(), dskc_test::randn(n, 2), c.dtype());
+  LayerIo io(ctx, c, B, S);
+  auto& [layer, n, eb, x, y, dy, dx] = io;
   layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
   layer.backward(dy.ptr(), dx.ptr());
   const std::vector<float> want_dx = download(ctx, dx.ptr(), n, c.dtype());
@@ -525,12 +537,8 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
     INFO((flags ? "all three memory flags" : "no flag"));
     LayerConfig c = large_cfg(DType::F16, true, B, S);
     c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = flags;
-    TransformerLayer layer(ctx, c);
-    layer.set_params(init_layer_params(c, 3));
-    const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
-    DeviceBuffer x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb);
-    upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
-    upload(ctx, dy.ptr(), dskc_test::randn(n, 2), c.dtype());
+    LayerIo io(ctx, c, B, S);
+    auto& [layer, n, eb, x, y, dy, dx] = io;
     auto step = [&](uint32_t k) {
       layer.forward(x.ptr(), 0, y.ptr(), B, S, k);
       layer.backward(dy.ptr(), dx.ptr());
@@ -571,12 +579,9 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
 
   // A synchronizing call cannot be captured: the error names what was captured and why, the stream
   // leaves capture mode, and the layer runs on it as before.
-  LayerConfig c = large_cfg(DType::F16, true, B, S);
-  TransformerLayer layer(ctx, c);
-  layer.set_params(init_layer_params(c, 3));
-  const size_t n = static_cast<size_t>(B) * S * c.hidden_size, eb = dtype_bytes(c.dtype());
-  DeviceBuffer x(ctx, n * eb), y(ctx, n * eb);
-  upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
+  LayerIo io(ctx, large_cfg(DType::F16, true, B, S), B, S);
+  auto& [layer, n, eb, x, y, dy, dx] = io;
+  const LayerConfig& c = layer.config();
   layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
   const std::vector<float> want_y = download(ctx, y.ptr(), n, c.dtype());
   const std::string msg = dskc_test::error_of(
