@@ -86,6 +86,13 @@ Run run(Context& ctx, const LayerConfig& c, int B, int S, uint32_t step = 5,
   return r;
 }
 
+// The CUDA-graph cases' layer: BERT-Large widths at 8 x 128, fp16 Pre-LN, all three memory flags or none.
+LayerConfig graph_case_cfg(bool all_flags) {
+  LayerConfig c = large_cfg(DType::F16, true, 8, 128);
+  c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = all_flags;
+  return c;
+}
+
 // A layer of config c for batch x seq, its parameters from init_layer_params(c, 3), the input x and the
 // output gradient dy drawn (seeds 1, 2), y and dx to write: the setup of the timeline and CUDA-graph
 // cases (`auto& [layer, n, eb, x, y, dy, dx] = io;`).
@@ -535,8 +542,7 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
   const int B = 8, S = 128;
   for (bool flags : {false, true}) {
     INFO((flags ? "all three memory flags" : "no flag"));
-    LayerConfig c = large_cfg(DType::F16, true, B, S);
-    c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = flags;
+    const LayerConfig c = graph_case_cfg(flags);
     LayerIo io(ctx, c, B, S);
     auto& [layer, n, eb, x, y, dy, dx] = io;
     auto step = [&](uint32_t k) {
@@ -579,7 +585,7 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
 
   // A synchronizing call cannot be captured: the error names what was captured and why, the stream
   // leaves capture mode, and the layer runs on it as before.
-  LayerIo io(ctx, large_cfg(DType::F16, true, B, S), B, S);
+  LayerIo io(ctx, graph_case_cfg(false), B, S);
   auto& [layer, n, eb, x, y, dy, dx] = io;
   const LayerConfig& c = layer.config();
   layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
