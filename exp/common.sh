@@ -172,6 +172,13 @@ sass_line() {
 }
 # Applies a prepared patch unless the tree has it already; exits the script if it does not apply:
 # apply_patch exp/NAME.patch
+# Stops the script (exit 3, before any build) unless the GPU is an H200, whose numbers the targets are:
+# only_on_h200
+only_on_h200() {
+  local gpu; gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  echo "card: $gpu"
+  case "$gpu" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3 ;; esac
+}
 apply_patch() {
   git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
 }

@@ -3,7 +3,5 @@
 # side-by-side table, 3 interleaved rounds) on the landed HEAD, but only on an H200: the targets are the
 # H200's and session 57 ran both of these on H100s, so on any other card it stops before the build.
 . "$(dirname "$0")/common.sh"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "card: $gpu"
-case "$gpu" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3 ;; esac
+only_on_h200
 exec bash "$(dirname "$0")/s57b.sh"

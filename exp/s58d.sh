@@ -3,9 +3,7 @@
 # card): the side-by-side table (3 interleaved rounds, with dskc replayed from CUDA graphs next to
 # torch's graph columns), then the burst layer matrix replayed from graphs (3 rounds) in the time left.
 . "$(dirname "$0")/common.sh"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "card: $gpu"
-case "$gpu" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3 ;; esac
+only_on_h200
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16 dskc
 compare_r3 420

@@ -14,8 +14,7 @@
 . "$(dirname "$0")/common.sh"
 apply_patch exp/layer_graphs.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-targets="dskc $(cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null 2>&1; ninja -C build-gpu -t targets all | grep -o '^gpu_test_[a-z_0-9]*' | sort -u | tr '\n' ' ')"
-build_gpu -j16 $targets
+build_gpu -j16
 el "new GPU cases"
 gpu_test test_layer_graphs.log 200 gpu_test_layer_behaviour -tc="*CUDA graph*"
 gpu_test test_bert_graphs.log 120 gpu_test_bert_cuda -tc="*cuda_graphs*"
