@@ -6,8 +6,8 @@
 # bench/NOTES.md v51). Session 58 started this call once (without the patch step: the change was on
 # its branch then) and the machine stopped answering before any output came back; then the device time
 # ran out, so the patch has never run on a GPU. Here: the new GPU cases (stops on a failure), BERT-Large
-# seq 128, micro-batch 64, fp16 `dskc train` with and without --cuda_graphs (20 steps, seq/s over steps
-# 11-20; 2 alternations; then all three memory flags, one each), then the whole `ctest -L gpu`.
+# seq 128, micro-batch 64, fp16 `dskc train` with and without --cuda_graphs (40 steps, seq/s over steps
+# 21-40; 2 alternations; then all three memory flags, one each), then the whole `ctest -L gpu`.
 # Prediction: training +0.5-1% seq/s without flags (the backward's GPU-side launch and stream-wait
 # costs, -0.008 ms of ~0.8 per layer in v51; the host already runs ahead), +2-3% with all three flags
 # (-0.04 ms per layer backward in v51).
@@ -26,10 +26,11 @@ train() {  # train TAG ARGS...
   local tag=$1; shift
   timeout 120 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
     --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
-    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 20 --print_steps 10 \
+    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
     --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 --data_dir $W/data \
     --output_dir $W/$tag "$@" > $OUT/train_$tag.log 2>&1
-  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$? $(grep -E 'step 20/20' $OUT/train_$tag.log | tail -1)"
+  local rc=$?  # before any other expansion resets $?
+  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' $OUT/train_$tag.log | tail -1)"
   rm -rf $W/$tag
 }
 for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; done
