@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Prepared in session 59 (no device was lent that session), for the next session's first call
+# (`bash exp/pack.sh 595 exp/s59a.sh`). Supersedes exp/s58e.sh (never run). Two patches, applied in
+# this order:
+#  - exp/layer_graphs.patch (session 58, bench/NOTES.md v51): layers launched as CUDA graphs in
+#    training (LayerOptions::cuda_graphs, DSKC_LAYER_GRAPHS, `dskc train --cuda_graphs`).
+#  - exp/step_profile.patch (session 59): `dskc train --profile_steps N`, the last N steps timed by
+#    phase (events on the CUDA backend's stream between the trainer's and the backend's marks).
+# Why the profile: at 1393-1430 seq/s a BERT-Large micro-batch of 64 x 128 takes ~45 ms, but 24 layers
+# take ~31-32 ms (sustained layer 1.31 ms) and the heads, embeddings, gradient accumulation and (at
+# accumulation 1) the optimizer ~4-6 ms by their bytes and flops: ~8-10 ms per micro-step are not
+# accounted for. Prediction: the profile puts most of them in the encoder phases (layers slower
+# inside training than in `dskc bench`) and in per-micro-step host gaps (the next batch's index
+# tables, ~0.7 ms of std::stable_sort on the 2-core machine, with the GPU idle) and the optimizer's
+# ~300 launches.
+# Steps: the new GPU cases (stops on a failure); BERT-Large seq 128, micro-batch 64, fp16 `dskc
+# train`, 40 steps, profile of steps 21-40, plain and --cuda_graphs (2 alternations), then all three
+# memory flags plain / graphs; then the whole `ctest -L gpu` with the time left.
+# Graph prediction: training +0.5-1% seq/s without flags, +2-3% with all three flags.
+. "$(dirname "$0")/common.sh"
+apply_patch exp/layer_graphs.patch
+apply_patch exp/step_profile.patch
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+build_gpu -j16
+el "new GPU cases"
+gpu_test test_layer_graphs.log 200 gpu_test_layer_behaviour -tc="*CUDA graph*"
+gpu_test test_bert_graphs.log 120 gpu_test_bert_cuda -tc="*cuda_graphs*,*phase marks*"
+el "train: profile, plain vs --cuda_graphs"
+W=/tmp/s59a; mkdir -p $W
+build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
+  --max_predictions_per_seq 20 --dupe_factor 2 > $OUT/prepare.log 2>&1 || { tail -5 $OUT/prepare.log; exit 1; }
+train() {  # train TAG ARGS...
+  local tag=$1; shift
+  timeout 150 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+    --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
+    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
+    --profile_steps 20 --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 \
+    --data_dir $W/data --output_dir $W/$tag "$@" > $OUT/train_$tag.log 2>&1
+  local rc=$?  # before any other expansion resets $?
+  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' $OUT/train_$tag.log | tail -1)"
+  rm -rf $W/$tag
+}
+for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; done
+train flags_plain $FL_ALL; train flags_graphs $FL_ALL --cuda_graphs
+grep -h -A16 "^step profile" $OUT/train_plain1.log | head -18
+ctest_gpu 16 $(( 590 - $(date +%s) + t0 )) 300
+el done
