@@ -14,6 +14,7 @@
 #include "compiler/errors.h"
 #include "compiler/fileio.h"
 #include "runtime/driver.h"
+#include "trainer/batch_prefetch.h"
 #include "trainer/checkpoint.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/png.h"
@@ -112,6 +113,7 @@ TrainResult train(const TrainOptions& opt) {
   const LogFn quiet = [](const std::string&) {};
   TrainSetup setup = resolve_setup(opt, lead ? log : quiet);
   const BertShape& shape = setup.model.shape;
+  const bool prefetch = opt.prefetch < 0 ? train_prefetch_from_env() : opt.prefetch != 0;
 
   // A checkpoint to resume from is validated before anything is written.
   std::optional<CheckpointData> ckpt;
@@ -212,6 +214,8 @@ TrainResult train(const TrainOptions& opt) {
   }
   setup.schedule.origin_step = state.lr_origin_step;
   result.start_step = state.step;
+  // From here on the dataset is read through `batches` only (a worker may be reading it).
+  BatchPrefetcher batches(data, setup.batch.micro_batch, prefetch);
 
   const BatchSizes& bs = setup.batch;
   const int64_t n_params = count_parameters(shape);
@@ -266,7 +270,7 @@ TrainResult train(const TrainOptions& opt) {
       pg->barrier("checkpoint");
       return;
     }
-    state.data = data.position();
+    state.data = batches.position();
     state.data_total_samples = data.total_samples();
     state.max_seq_length = setup.max_seq_length;
     state.micro_batch = bs.micro_batch;
@@ -303,8 +307,10 @@ TrainResult train(const TrainOptions& opt) {
     }
     backend->zero_grads();
     for (int micro = 0; micro < bs.accumulation; ++micro) {
-      const DataPosition where = data.position();
-      Batch batch = data.next_batch(bs.micro_batch);
+      // The run's last micro-batch starts no read of a batch that no step would use.
+      BatchPrefetcher::Item item = batches.next(state.step + 1 < opt.max_steps || micro + 1 < bs.accumulation);
+      const DataPosition& where = item.where;
+      const Batch& batch = item.batch;
       MicroStep m;
       m.loss_scale = scaler.scale();
       m.accumulation = bs.accumulation * world;  // the all-reduce sums over ranks: a mean over all

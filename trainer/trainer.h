@@ -3,7 +3,8 @@
 // a TrainBackend (backend.h).
 //
 // One step: zero the gradients; for each of the accumulation micro-batches take the next
-// micro batch from the shards and forward_backward it with the current loss scale; then, if
+// micro batch from the shards (read ahead on a worker thread while the backend computes the one
+// before: batch_prefetch.h) and forward_backward it with the current loss scale; then, if
 // the gradients are not finite, skip the update (the loss scaler lowers the scale), else
 // compute the unscaled global norm, the clipping coefficient and this step's learning rate
 // and let the backend update. Every print interval a progress line; every step a row of
@@ -69,6 +70,9 @@ struct TrainOptions {
   bool allreduce_in_place = true;  // BackendOptions::allreduce_in_place (test hook: false)
   bool peer_copy = true;           // BackendOptions::peer_copy (test hook: false)
   bool word_split = false;         // BackendOptions::word_split (test hook: true)
+  // Read the next micro-batch on a worker thread while the backend computes (batch_prefetch.h);
+  // -1: from DSKC_TRAIN_PREFETCH (default on). The batches and results are the same either way.
+  int prefetch = -1;
   std::string lr_schedule = "LE";
   double lr_offset = 0.0;
   bool rewarmup = false;

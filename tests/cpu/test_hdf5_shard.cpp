@@ -10,6 +10,7 @@
 
 #include "compiler/errors.h"
 #include "tests/test_util.h"
+#include "trainer/batch_prefetch.h"
 #include "trainer/hdf5_shard.h"
 
 using dskc::Error;
@@ -374,4 +375,71 @@ TEST_CASE("dataset: bad directories and mismatched shards") {
   e = error_of([&] { dskc::ShardDataset(small.path.string(), 8, 1, 3, 4); });
   CHECK(std::string(e.what()).find("leave none for rank 3 of 4") != std::string::npos);
   CHECK(error_of([&] { dskc::ShardDataset(small.path.string(), 8, 1, 4, 4); }).kind() == ErrorKind::Usage);
+}
+
+TEST_CASE("BatchPrefetcher: the batches and positions of synchronous reads, across shards and epochs") {
+  TempDir dir;
+  write_dataset(dir, {7, 5, 9}, 8, 3);
+  dskc::ShardDataset ref(dir.path.string(), 8, 5);
+  std::vector<dskc::DataPosition> where, after;
+  std::vector<std::vector<int32_t>> ids;
+  for (int i = 0; i < 12; ++i) {  // 36 samples: into the second epoch
+    where.push_back(ref.position());
+    ids.push_back(ref.next_batch(3).input_ids);
+    after.push_back(ref.position());
+  }
+  for (bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    dskc::ShardDataset d(dir.path.string(), 8, 5);
+    {
+      dskc::BatchPrefetcher p(d, 3, ahead);
+      CHECK(p.position() == where[0]);
+      for (int i = 0; i < 12; ++i) {
+        CAPTURE(i);
+        const dskc::BatchPrefetcher::Item it = p.next(i + 1 < 12);
+        CHECK(it.batch.input_ids == ids[i]);
+        CHECK(it.where == where[i]);
+        // What a checkpoint records now: the next batch's position, although a read may be in flight.
+        CHECK(p.position() == after[i]);
+      }
+    }
+    // The last next() started no read: the dataset stands right after the last batch taken.
+    CHECK(d.position() == after[11]);
+  }
+  dskc::ShardDataset d(dir.path.string(), 8, 5);
+  {
+    dskc::BatchPrefetcher p(d, 3, true);
+    p.next();  // leaves a read in flight; the destructor waits for it
+  }
+  CHECK(d.position() == after[1]);
+}
+
+TEST_CASE("BatchPrefetcher: a read's error comes out of the next() that would have returned its batch") {
+  TempDir dir;
+  dskc::write_shard(dir / "a.hdf5", make_shard(4, 8, 3));
+  dskc::write_shard(dir / "b.hdf5", make_shard(4, 8, 3, 100));
+  for (bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    dskc::ShardDataset d(dir.path.string(), 8, 5);
+    dskc::BatchPrefetcher p(d, 4, ahead);
+    // Whichever shard the epoch reads second is replaced by one of another size after the dataset
+    // planned the epoch: loading it fails.
+    const dskc::Batch first = p.next(false).batch;  // no read in flight while the file changes
+    const bool a_first = first.input_ids[1] < 100;
+    dskc::write_shard(dir / (a_first ? "b.hdf5" : "a.hdf5"), make_shard(6, 8, 3));
+    const Error e = error_of([&] { p.next(); });
+    CHECK(std::string(e.what()).find("shard changed while the dataset was open") != std::string::npos);
+    dskc::write_shard(dir / (a_first ? "b.hdf5" : "a.hdf5"), make_shard(4, 8, 3, a_first ? 100 : 0));
+  }
+}
+
+TEST_CASE("DSKC_TRAIN_PREFETCH: 1 or unset reads ahead, 0 does not, another word is an error") {
+  dskc_test::ScopedEnv unset("DSKC_TRAIN_PREFETCH", nullptr);
+  CHECK(dskc::train_prefetch_from_env());
+  dskc_test::ScopedEnv zero("DSKC_TRAIN_PREFETCH", "0");
+  CHECK_FALSE(dskc::train_prefetch_from_env());
+  dskc_test::ScopedEnv bad("DSKC_TRAIN_PREFETCH", "yes");
+  const Error e = error_of([] { dskc::train_prefetch_from_env(); });
+  CHECK(e.kind() == ErrorKind::Config);
+  CHECK(std::string(e.what()).find("DSKC_TRAIN_PREFETCH=yes: expected 1") != std::string::npos);
 }

@@ -161,3 +161,41 @@ TEST_CASE("an injected gradient overflow skips the update and halves the loss sc
   CHECK(contains(state, "\"scale\": 512.0"));
   CHECK(contains(state, "\"optimizer_steps\": 4"));
 }
+
+TEST_CASE("reading micro-batches ahead (DSKC_TRAIN_PREFETCH) changes nothing: losses, weights, data position") {
+  // Three shards of 10 samples, 8 samples per step: steps cross shard files and an epoch, and the
+  // checkpoints at steps 2 and 5 are taken while the next batch's read is in flight.
+  TempDir dir;
+  fs::create_directories(dir / "data");
+  for (int i = 0; i < 3; ++i) {
+    const std::string part = dir / ("part" + std::to_string(i));
+    write_synthetic_shard(part, 10, 32, 3, 1000, 50 + static_cast<uint64_t>(i));
+    fs::rename(part + "/shard_00000.hdf5", dir / ("data/shard_0000" + std::to_string(i) + ".hdf5"));
+  }
+  const std::string cf = write_model_config(dir / "model.json", TinyModel{});
+  const std::string ds = write_ds_config(dir / "ds.json", 8, 4);  // accumulation 2
+  std::map<std::string, std::string> files[2];
+  std::vector<StepRecord> steps[2];
+  for (int ahead : {0, 1}) {
+    CAPTURE(ahead);
+    auto o = base_options(ds, cf, dir / "data", dir / ("out" + std::to_string(ahead)), 5);
+    o.prefetch = ahead;
+    o.checkpoint_steps = 2;
+    steps[ahead] = dskc::train(o).steps;
+    REQUIRE(steps[ahead].size() == 5);
+    for (const char* f : {"global_step2/trainer_state.json", "global_step4/trainer_state.json",
+                          "global_step5/trainer_state.json", "global_step5/model.safetensors"})
+      files[ahead][f] = dskc_test::read_file(dir / ("out" + std::to_string(ahead) + "/" + f));
+  }
+  for (int i = 0; i < 5; ++i) {
+    CHECK(steps[1][i].mlm_loss == steps[0][i].mlm_loss);
+    CHECK(steps[1][i].nsp_loss == steps[0][i].nsp_loss);
+    CHECK(steps[1][i].grad_norm == steps[0][i].grad_norm);
+  }
+  CHECK(files[1] == files[0]);
+  // The synchronous run's positions are the ground truth: 16 samples after step 2, 40 (an epoch of 30
+  // and 10 more) after step 5.
+  CHECK(contains(files[0]["global_step2/trainer_state.json"], "\"taken\": 16"));
+  CHECK(contains(files[0]["global_step5/trainer_state.json"], "\"epoch\": 1"));
+  CHECK(contains(files[0]["global_step5/trainer_state.json"], "\"taken\": 40"));
+}
