@@ -6,6 +6,12 @@
 #    training (LayerOptions::cuda_graphs, DSKC_LAYER_GRAPHS, `dskc train --cuda_graphs`).
 #  - exp/step_profile.patch (session 59): `dskc train --profile_steps N`, the last N steps timed by
 #    phase (events on the CUDA backend's stream between the trainer's and the backend's marks).
+#  - exp/train_overlap.patch (session 59): the CUDA backend's index tables built on the trainer's
+#    read-ahead thread (TrainBackend::prepare; main already reads the batches there), the tables and
+#    mask uploaded through page-locked staging without a wait, one gradient pass for the overflow
+#    check and the norm. DSKC_TRAIN_PREFETCH=0 puts the read and the tables back on the critical path
+#    (the A/B below); prediction: -0.5 to -1 ms per micro-step (the tables' stable sorts, ~0.7 ms on
+#    the 2-core machine) and -0.3 ms per step (the second pass over 1.3 GB of gradients): +2-3% seq/s.
 # Why the profile: at 1393-1430 seq/s a BERT-Large micro-batch of 64 x 128 takes ~45 ms, but 24 layers
 # take ~31-32 ms (sustained layer 1.31 ms) and the heads, embeddings, gradient accumulation and (at
 # accumulation 1) the optimizer ~4-6 ms by their bytes and flops: ~8-10 ms per micro-step are not
@@ -15,16 +21,18 @@
 # ~300 launches.
 # Steps: the new GPU cases (stops on a failure); BERT-Large seq 128, micro-batch 64, fp16 `dskc
 # train`, 40 steps, profile of steps 21-40, plain and --cuda_graphs (2 alternations), then all three
-# memory flags plain / graphs; then the whole `ctest -L gpu` with the time left.
+# memory flags plain / graphs; the layer alone (`dskc bench`, sustained); then `ctest -L gpu` with the
+# time left (exp/s59b.sh runs the whole suite where that is not enough).
 # Graph prediction: training +0.5-1% seq/s without flags, +2-3% with all three flags.
 . "$(dirname "$0")/common.sh"
 apply_patch exp/layer_graphs.patch
 apply_patch exp/step_profile.patch
+apply_patch exp/train_overlap.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 el "new GPU cases"
 gpu_test test_layer_graphs.log 200 gpu_test_layer_behaviour -tc="*CUDA graph*"
-gpu_test test_bert_graphs.log 120 gpu_test_bert_cuda -tc="*cuda_graphs*,*phase marks*"
+gpu_test test_bert_new.log 150 gpu_test_bert_cuda -tc="*cuda_graphs*,*phase marks*,*prepared ahead*"
 el "train: profile, plain vs --cuda_graphs"
 W=/tmp/s59a; mkdir -p $W
 build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
@@ -40,8 +48,11 @@ train() {  # train TAG ARGS...
   echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' $OUT/train_$tag.log | tail -1)"
   rm -rf $W/$tag
 }
-for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; done
+nop() { DSKC_TRAIN_PREFETCH=0 train "$@"; }
+for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; nop noprefetch$r; done
 train flags_plain $FL_ALL; train flags_graphs $FL_ALL --cuda_graphs
-grep -h -A16 "^step profile" $OUT/train_plain1.log | head -18
+for t in plain1 graphs1 noprefetch1; do grep -h -A20 "^step profile" $OUT/train_$t.log | head -22; done
+el "dskc bench, sustained (the layer alone, for the encoder phases: 24 x forward, 24 x backward)"
+build-gpu/dskc bench $L128 --warmup 300 --iters 100 2>&1 | grep -E "^\||clock|host" | tail -3
 ctest_gpu 16 $(( 590 - $(date +%s) + t0 )) 300
 el done
