@@ -12,6 +12,11 @@
 #    check and the norm. DSKC_TRAIN_PREFETCH=0 puts the read and the tables back on the critical path
 #    (the A/B below); prediction: -0.5 to -1 ms per micro-step (the tables' stable sorts, ~0.7 ms on
 #    the 2-core machine) and -0.3 ms per step (the second pass over 1.3 GB of gradients): +2-3% seq/s.
+#  - exp/multi_adam.patch (session 59): Adam / AdamW over every parameter tensor in one launch that
+#    also writes the compute copies (~300 tensors: 600 launches before, most of them of 1024 elements).
+#    DSKC_OPTIMIZER=per_tensor is the old form (the A/B below); prediction: the optimizer phase
+#    -1 to -1.5 ms per step (launch-bound small tensors and one read of the masters less): +2% seq/s
+#    at accumulation 1.
 # Why the profile: at 1393-1430 seq/s a BERT-Large micro-batch of 64 x 128 takes ~45 ms, but 24 layers
 # take ~31-32 ms (sustained layer 1.31 ms) and the heads, embeddings, gradient accumulation and (at
 # accumulation 1) the optimizer ~4-6 ms by their bytes and flops: ~8-10 ms per micro-step are not
@@ -28,11 +33,12 @@
 apply_patch exp/layer_graphs.patch
 apply_patch exp/step_profile.patch
 apply_patch exp/train_overlap.patch
+apply_patch exp/multi_adam.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 el "new GPU cases"
 gpu_test test_layer_graphs.log 200 gpu_test_layer_behaviour -tc="*CUDA graph*"
-gpu_test test_bert_new.log 150 gpu_test_bert_cuda -tc="*cuda_graphs*,*phase marks*,*prepared ahead*"
+gpu_test test_bert_new.log 150 gpu_test_bert_cuda -tc="*cuda_graphs*,*phase marks*,*prepared ahead*,*multi-tensor*,*Adam and Lamb*"
 el "train: profile, plain vs --cuda_graphs"
 W=/tmp/s59a; mkdir -p $W
 build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
@@ -49,9 +55,10 @@ train() {  # train TAG ARGS...
   rm -rf $W/$tag
 }
 nop() { DSKC_TRAIN_PREFETCH=0 train "$@"; }
-for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; nop noprefetch$r; done
+pto() { DSKC_OPTIMIZER=per_tensor train "$@"; }
+for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; nop noprefetch$r; pto pertensor$r; done
 train flags_plain $FL_ALL; train flags_graphs $FL_ALL --cuda_graphs
-for t in plain1 graphs1 noprefetch1; do grep -h -A20 "^step profile" $OUT/train_$t.log | head -22; done
+for t in plain1 graphs1 noprefetch1 pertensor1; do grep -h -A20 "^step profile" $OUT/train_$t.log | head -22; done
 el "dskc bench, sustained (the layer alone, for the encoder phases: 24 x forward, 24 x backward)"
 build-gpu/dskc bench $L128 --warmup 300 --iters 100 2>&1 | grep -E "^\||clock|host" | tail -3
 el done
