@@ -118,6 +118,9 @@ int cmd_train(const Args& args) {
   p.add_int("max_steps", &max_steps, "train until this global step (required)");
   p.add_int("print_steps", &print_steps, "progress line every N steps (default: steps_per_print)");
   p.add_switch("deepspeed_transformer_kernel", &o.transformer_kernel, "use the fused DeepSpeed transformer layer");
+  p.add_switch("cuda_graphs", &o.cuda_graphs,
+               "with --deepspeed_transformer_kernel: launch each layer's forward and backward as one CUDA graph "
+               "(captured every step with that step's dropout masks; fewer launch and stream-wait costs)");
   p.add_option("output_dir", &o.output_dir, "DIR", "checkpoints, metrics.csv, loss_curve.png (required)");
   p.add_switch("attention_dropout_checkpoint", &o.attention_dropout_checkpoint, "recompute attention dropout in backward");
   p.add_switch("normalize_invertible", &o.normalize_invertible, "reconstruct LayerNorm inputs in backward");

@@ -1,4 +1,4 @@
-// CUDA graph capture and replay (see cuda_graph.h).
+// CUDA graph capture, update and replay (see cuda_graph.h).
 #include "runtime/cuda_graph.h"
 
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 
 namespace dskc {
 
-CapturedGraph::CapturedGraph(CUstream stream, const std::string& what, const std::function<void()>& issue) {
+CUgraph capture_graph(CUstream stream, const std::string& what, const std::function<void()>& issue) {
   const DriverApi& d = driver();
   DSKC_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   std::string failure;
@@ -27,20 +27,43 @@ CapturedGraph::CapturedGraph(CUstream stream, const std::string& what, const std
     if (g) d.cuGraphDestroy(g);
     throw Error(ErrorKind::Device, fmt::format("cannot capture {} into a CUDA graph: {}", what, failure));
   }
-  CUresult r = d.cuGraphGetNodes(g, nullptr, &nodes_);
-  if (r == CUDA_SUCCESS) r = d.cuGraphInstantiateWithFlags(&exec_, g, 0);
+  return g;
+}
+
+GraphExec::~GraphExec() {
+  if (exec_) driver().cuGraphExecDestroy(exec_);
+}
+
+bool GraphExec::set(CUgraph graph, const std::string& what) {
+  const DriverApi& d = driver();
+  size_t nodes = 0;
+  CUresult r = d.cuGraphGetNodes(graph, nullptr, &nodes);
+  bool updated = false;
+  if (r == CUDA_SUCCESS && exec_) {
+    CUgraphExecUpdateResultInfo info{};
+    updated = d.cuGraphExecUpdate(exec_, graph, &info) == CUDA_SUCCESS;
+    if (!updated) {  // another topology (or a change an update cannot make): instantiate anew
+      d.cuGraphExecDestroy(exec_);
+      exec_ = nullptr;
+    }
+  }
+  if (r == CUDA_SUCCESS && !updated) r = d.cuGraphInstantiateWithFlags(&exec_, graph, 0);
+  d.cuGraphDestroy(graph);
   if (r != CUDA_SUCCESS) {
-    d.cuGraphDestroy(g);
+    exec_ = nullptr;
     throw Error(ErrorKind::Device, fmt::format("cannot instantiate the CUDA graph of {} ({})", what, cuda_error_name(r)));
   }
-  graph_ = g;
+  nodes_ = nodes;
+  return updated;
 }
 
-CapturedGraph::~CapturedGraph() {
-  if (exec_) driver().cuGraphExecDestroy(exec_);
-  if (graph_) driver().cuGraphDestroy(graph_);
+void GraphExec::launch(CUstream stream) const {
+  DSKC_ASSERT(exec_ != nullptr, "GraphExec::launch before set()");
+  DSKC_CU(cuGraphLaunch(exec_, stream));
 }
 
-void CapturedGraph::launch(CUstream stream) const { DSKC_CU(cuGraphLaunch(exec_, stream)); }
+CapturedGraph::CapturedGraph(CUstream stream, const std::string& what, const std::function<void()>& issue) {
+  exec_.set(capture_graph(stream, what, issue), what);
+}
 
 }  // namespace dskc

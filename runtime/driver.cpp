@@ -76,6 +76,7 @@ DriverApi load_driver() {
   load_sym(lib, d.cuStreamEndCapture, "cuStreamEndCapture");
   load_sym(lib, d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
   load_sym(lib, d.cuGraphGetNodes, "cuGraphGetNodes");
+  load_sym(lib, d.cuGraphExecUpdate, "cuGraphExecUpdate_v2");
   load_sym(lib, d.cuGraphLaunch, "cuGraphLaunch");
   load_sym(lib, d.cuGraphExecDestroy, "cuGraphExecDestroy");
   load_sym(lib, d.cuGraphDestroy, "cuGraphDestroy");

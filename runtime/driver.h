@@ -67,6 +67,7 @@ struct DriverApi {
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphExecUpdate)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*);
   CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode*, size_t*);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);

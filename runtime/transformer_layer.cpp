@@ -105,6 +105,7 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   }
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
   side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
+  graphs_ = opt.cuda_graphs < 0 ? layer_graphs_from_env() : opt.cuda_graphs != 0;
   const size_t eb = dtype_bytes(cfg.dtype());
   size_t off = 0;
   for (const auto& p : layer_param_specs(cfg)) {
@@ -141,6 +142,12 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
 TransformerLayer::~TransformerLayer() {
   if (fork_event_) driver().cuEventDestroy(fork_event_);
   for (CUevent e : side_events_) driver().cuEventDestroy(e);
+}
+
+bool layer_graphs_from_env() {
+  return env_choice("DSKC_LAYER_GRAPHS", false, {{"0", false}, {"1", true}},
+                    "0 (the default: every kernel launched by itself) or 1 (each forward and backward launched as a "
+                    "CUDA graph)");
 }
 
 bool ln_bits_whole_waves_from_env() {
@@ -487,8 +494,42 @@ void TransformerLayer::reduce(const std::string& kernel, CUdeviceptr part, int p
 #define F(x) reinterpret_cast<float*>(x)
 #define U32(x) reinterpret_cast<uint32_t*>(x)
 
+void TransformerLayer::run_maybe_graphed(GraphExec& exec, std::set<std::pair<int, int>>& warm, int batch, int seq,
+                                         const char* what, const std::function<void()>& issue) {
+  const std::pair<int, int> shape{batch, seq};
+  // The first call at a shape runs as it is: it allocates, loads and tunes what later calls reuse,
+  // which a capture cannot do.
+  if (!graphs_ || prof_ || !warm.count(shape)) {
+    issue();
+    if (graphs_) warm.insert(shape);
+    return;
+  }
+  ctx_.make_current();
+  try {
+    const bool updated = exec.set(capture_graph(ctx_.stream(), what, issue), what);
+    exec.launch(ctx_.stream());
+    ++graph_launches_;
+    graph_updates_ += updated;
+  } catch (const Error&) {
+    // Capturing runs nothing, and a failed set() or launch leaves the work not enqueued: run the call as
+    // it is (a real error in it throws again here).
+    issue();
+  }
+}
+
 void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq,
                                uint32_t step) {
+  run_maybe_graphed(fwd_graph_, fwd_warm_, batch, seq, "the layer's forward",
+                    [&] { forward_calls(input, mask, output, batch, seq, step); });
+}
+
+void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input) {
+  run_maybe_graphed(bwd_graph_, bwd_warm_, batch_, seq_, "the layer's backward",
+                    [&] { backward_calls(grad_output, grad_input); });
+}
+
+void TransformerLayer::forward_calls(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq,
+                                     uint32_t step) {
   ctx_.make_current();
   prepare_call(batch, seq);
   const LayerConfig& c = plan_.cfg;
@@ -615,7 +656,7 @@ void TransformerLayer::forward(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr 
   have_forward_ = train;
 }
 
-void TransformerLayer::backward(CUdeviceptr grad_output, CUdeviceptr grad_input) {
+void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_input) {
   const LayerConfig& c = plan_.cfg;
   if (!c.training) throw Error(ErrorKind::Input, "backward() on a layer built with training = false");
   if (!have_forward_) throw Error(ErrorKind::Input, "backward() without a preceding forward()");

@@ -6,9 +6,11 @@
 #pragma once
 #include <cuda.h>
 
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "compiler/nvrtc_compile.h"
 #include "compiler/plan.h"
 #include "runtime/context.h"
+#include "runtime/cuda_graph.h"
 #include "runtime/gemm.h"
 #include "runtime/kernel_params.h"
 #include "runtime/gpu_layer.h"
@@ -58,9 +61,18 @@ struct LayerOptions {
   // -1: from DSKC_LAYER_STREAMS ("2" or unset: on; "1": everything on the main stream). Always off
   // while a profiler is attached (its per-step times need one stream).
   int side_stream = -1;
+  // Each forward and backward call after the first at its (batch, seq) is captured into a CUDA graph
+  // and launched as one (runtime/cuda_graph.h GraphExec: re-captured every call with that call's
+  // arguments, so every step gets its own dropout masks; the executable graph is updated in place
+  // while the shapes stay): the same kernels and results, without the per-launch and cross-stream
+  // costs of launching them one by one. A call that cannot be captured runs as usual. -1: from
+  // DSKC_LAYER_GRAPHS ("1": on; unset, "" or "0": off). Off while a profiler is attached.
+  int cuda_graphs = -1;
 };
 // DSKC_LAYER_STREAMS: unset, "" or "2" -> true; "1" -> false; else Error(Config) naming the variable.
 bool layer_side_stream_from_env();
+// DSKC_LAYER_GRAPHS: unset, "" or "0" -> false; "1" -> true; else Error(Config) naming the variable.
+bool layer_graphs_from_env();
 // DSKC_LN_BITS_BLOCKS: unset, "" or "waves" -> true; "all" -> false; else Error(Config).
 bool ln_bits_whole_waves_from_env();
 // The blocks of a layernorm_fwd_bits grid of `grid` blocks that draw the attention keep words, where
@@ -97,6 +109,11 @@ class TransformerLayer : public GpuLayer {
   // Times every kernel and GEMM of later calls into `p` (nullptr: off).
   void set_profiler(Profiler* p) { prof_ = p; }
 
+  // LayerOptions::cuda_graphs: forward and backward calls launched as CUDA graphs so far, and of
+  // those the ones that updated the previous graph in place (the rest instantiated a new one).
+  size_t graph_launches() const { return graph_launches_; }
+  size_t graph_updates() const { return graph_updates_; }
+
   // Bytes this layer holds between forward and backward (the plan's saved tensors).
   size_t saved_bytes_allocated() const { return saved_.bytes(); }
 
@@ -125,6 +142,13 @@ class TransformerLayer : public GpuLayer {
   void main_waits_for(CUdeviceptr buf);
   void join();
   void prepare_call(int batch, int seq);
+  void forward_calls(CUdeviceptr input, CUdeviceptr mask, CUdeviceptr output, int batch, int seq, uint32_t step);
+  void backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_input);
+  // LayerOptions::cuda_graphs: runs `issue` captured into `exec` and launches it where this is not the
+  // first call of its kind at this shape (`warm`) and nothing forbids it; else (or where the capture
+  // fails: it ran nothing) runs `issue` as it is.
+  void run_maybe_graphed(GraphExec& exec, std::set<std::pair<int, int>>& warm, int batch, int seq, const char* what,
+                         const std::function<void()>& issue);
   void reduce(const std::string& kernel, CUdeviceptr part, int parts, CUdeviceptr out0, CUdeviceptr out1);
 
   Context& ctx_;
@@ -157,6 +181,10 @@ class TransformerLayer : public GpuLayer {
   std::vector<CUevent> side_events_;  // pool, reused every backward
   size_t side_events_used_ = 0;
   std::vector<std::pair<CUdeviceptr, CUevent>> side_touched_;  // buffer, side event after its last use
+  bool graphs_ = false;  // LayerOptions::cuda_graphs resolved
+  GraphExec fwd_graph_, bwd_graph_;
+  std::set<std::pair<int, int>> fwd_warm_, bwd_warm_;  // (batch, seq) that ran once without a capture
+  size_t graph_launches_ = 0, graph_updates_ = 0;
   // gemm_sm90's params for C [rows, n] = A [rows, k] · B [n, k]ᵀ (both K-major) with the TMA
   // descriptors of A, B and the epilogue's [rows, n] tensors (0: not used) set.
   kp::GemmSm90 gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, int n, int k, CUdeviceptr out,

@@ -66,6 +66,9 @@ struct BackendOptions {
   bool attention_dropout_checkpoint = false, normalize_invertible = false, gelu_checkpoint = false,
        stochastic_mode = false;
   uint64_t seed = 42;  // dropout RNG
+  // transformer_kernel: each layer's forward and backward launched as a CUDA graph after its first
+  // step (LayerOptions::cuda_graphs; -1: from DSKC_LAYER_GRAPHS).
+  int cuda_graphs = -1;
   int local_rank = -1;
   // Data parallel (world size > 1, CUDA backend only): the group whose NCCL communicator the
   // backend creates on its device and all-reduces gradients over (not owned; must outlive the

@@ -106,6 +106,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   for (int i = 0; i < s.num_hidden_layers; ++i) {
     LayerOptions lopt;
     lopt.layer_id = static_cast<uint32_t>(i);
+    lopt.cuda_graphs = opt.cuda_graphs;
     if (opt.transformer_kernel)
       layers_.push_back(std::make_unique<TransformerLayer>(*ctx_, layer_cfg_, lopt));
     else
@@ -420,6 +421,13 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
   }
   sync_compute_params();
   ctx_->synchronize();
+}
+
+size_t CudaBackend::layer_graph_launches() const {
+  size_t n = 0;
+  for (const auto& l : layers_)
+    if (const auto* t = dynamic_cast<const TransformerLayer*>(l.get())) n += t->graph_launches();
+  return n;
 }
 
 }  // namespace dskc

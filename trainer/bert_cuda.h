@@ -73,6 +73,9 @@ class CudaBackend : public TrainBackend {
   std::string data_parallel_path() const override { return dp_path_; }
 
   Context& context() { return *ctx_; }
+  // BackendOptions::cuda_graphs: the encoder layers' forward and backward calls launched as CUDA
+  // graphs so far (all layers together).
+  size_t layer_graph_launches() const;
 
  private:
   static constexpr int kLayerParams = 12;

@@ -158,6 +158,7 @@ TrainResult train(const TrainOptions& opt) {
   bo.max_seq_length = setup.max_seq_length;
   bo.dtype = setup.dtype;
   bo.transformer_kernel = opt.transformer_kernel;
+  if (opt.cuda_graphs) bo.cuda_graphs = 1;
   bo.attention_dropout_checkpoint = opt.attention_dropout_checkpoint;
   bo.normalize_invertible = opt.normalize_invertible;
   bo.gelu_checkpoint = opt.gelu_checkpoint;

@@ -64,6 +64,7 @@ struct TrainOptions {
   std::optional<uint64_t> seed;       // default 42 (a resumed run keeps its checkpoint's)
   std::string backend = "auto";       // auto | cpu | cuda
   bool transformer_kernel = false;    // --deepspeed_transformer_kernel
+  bool cuda_graphs = false;           // --cuda_graphs (with the transformer kernel)
   bool attention_dropout_checkpoint = false, normalize_invertible = false, gelu_checkpoint = false,
        stochastic_mode = false;
   bool delay_allreduce = false;  // data parallel: one all-reduce after backward, no overlap

@@ -92,6 +92,11 @@ TrainSetup resolve_setup(const TrainOptions& opt, const LogFn& log) {
     usage_error(fmt::format("dskc train: --max_grad_norm must be >= 0, got {}", *opt.max_grad_norm));
   if (opt.warmup_proportion && !(*opt.warmup_proportion >= 0.0 && *opt.warmup_proportion <= 1.0))
     usage_error(fmt::format("dskc train: --warmup_proportion must be in [0, 1], got {}", *opt.warmup_proportion));
+  if (opt.cuda_graphs && !opt.transformer_kernel)
+    usage_error("dskc train: --cuda_graphs launches the DeepSpeed transformer layers as CUDA graphs; add "
+                "--deepspeed_transformer_kernel");
+  if (opt.cuda_graphs && opt.backend == "cpu")
+    usage_error("dskc train: --cuda_graphs needs the CUDA backend (--backend cuda or auto on a GPU machine)");
   if (opt.rewarmup && opt.load_training_checkpoint.empty())
     log("note: --rewarmup has no effect without --load_training_checkpoint");
 

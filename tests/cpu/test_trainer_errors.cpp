@@ -242,6 +242,15 @@ TEST_CASE("the guide's command line runs through dskc train on the CPU backend")
   auto t = dskc_test::run_dskc(ok + " --dist_timeout 0");
   CHECK(t.exit_code == 2);
   CHECK(contains(t.output, "--dist_timeout must be in (0, 86400] seconds, got 0"));
+  // --cuda_graphs: only with the transformer kernel, only on the CUDA backend.
+  auto cg = dskc_test::run_dskc(ok + " --cuda_graphs");
+  CHECK(cg.exit_code == 2);
+  CHECK(contains(cg.output, "--cuda_graphs launches the DeepSpeed transformer layers as CUDA graphs; add "
+                            "--deepspeed_transformer_kernel"));
+  auto cgc = dskc_test::run_dskc(ok + " --cuda_graphs --deepspeed_transformer_kernel");
+  CHECK(cgc.exit_code == 2);
+  CHECK(contains(cgc.output, "--cuda_graphs needs the CUDA backend"));
+  CHECK(!fs::exists(dir / "o3"));
   auto f = dskc_test::run_dskc(ok, "DSKC_TEST_FAULT=explode:3");
   CHECK(f.exit_code == 2);
   CHECK(contains(f.output, "DSKC_TEST_FAULT='explode:3': expected overflow|fail|hang:STEP[:RANK]"));

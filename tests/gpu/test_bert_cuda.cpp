@@ -350,3 +350,41 @@ TEST_CASE("CudaBackend rejects a batch larger than the micro batch with Error(In
   const Batch b = make_batch(5, 16, 4, s.vocab_size, 1);
   CHECK_THROWS_AS(gpu.forward_backward(b, MicroStep{}), Error);
 }
+
+TEST_CASE("CudaBackend with cuda_graphs: bitwise the losses and gradients of plain launches, step by step") {
+  // dskc train --cuda_graphs: after its first step every layer's forward and backward is captured with
+  // that step's arguments and launched as a CUDA graph. Each step has its own dropout masks (rng_step),
+  // so a graph replayed with stale arguments would differ from the second step on.
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const ParamMap params = test_params(s, 95);
+    BackendOptions plain_opt = options(s, t), graph_opt = options(s, t);
+    plain_opt.cuda_graphs = 0;
+    graph_opt.cuda_graphs = 1;
+    CudaBackend plain(plain_opt), graphed(graph_opt);
+    plain.import_params(params, "test params");
+    graphed.import_params(params, "test params");
+    StepLoss first{};
+    for (uint32_t step = 0; step < 4; ++step) {
+      CAPTURE(step);
+      const Batch b = make_batch(4, 32, 6, s.vocab_size, 96 + step % 2);
+      MicroStep m;
+      m.rng_step = step;
+      m.loss_scale = 64.0;
+      plain.zero_grads();
+      graphed.zero_grads();
+      const StepLoss lp = plain.forward_backward(b, m), lg = graphed.forward_backward(b, m);
+      CHECK(lg.mlm_loss == lp.mlm_loss);
+      CHECK(lg.nsp_loss == lp.nsp_loss);
+      const ParamMap gp = plain.export_grads(), gg = graphed.export_grads();
+      for (const auto& [name, v] : gp) CHECK_MESSAGE(gg.at(name) == v, name);
+      if (step == 0) first = lp;
+      if (step == 2) CHECK(lp.mlm_loss != first.mlm_loss);  // same batch, another step: other masks
+    }
+    // Steps 1-3 ran every layer's forward and backward as graphs; step 0 warmed the shapes.
+    CHECK(graphed.layer_graph_launches() == static_cast<size_t>(3 * 2 * s.num_hidden_layers));
+    CHECK(plain.layer_graph_launches() == 0);
+  }
+}

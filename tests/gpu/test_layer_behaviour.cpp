@@ -93,12 +93,21 @@ LayerConfig graph_case_cfg(bool all_flags) {
   return c;
 }
 
+// The CUDA-graph cases' loop: body(config) with no flag, then with all three memory flags.
+template <class F>
+void for_each_graph_case(F&& body) {
+  for (bool flags : {false, true}) {
+    INFO((flags ? "all three memory flags" : "no flag"));
+    body(graph_case_cfg(flags));
+  }
+}
+
 // A layer of config c for batch x seq, its parameters from init_layer_params(c, 3), the input x and the
 // output gradient dy drawn (seeds 1, 2), y and dx to write: the setup of the timeline and CUDA-graph
-// cases (`auto& [layer, n, eb, x, y, dy, dx] = io;`).
+// cases (`auto& [layer, n, eb, x, y, dy, dx] = io;`); `opt` the layer's options.
 struct LayerIo {
-  LayerIo(Context& ctx, const LayerConfig& c, int batch, int seq)
-      : layer(ctx, c), n(static_cast<size_t>(batch) * seq * c.hidden_size), eb(dtype_bytes(c.dtype())),
+  LayerIo(Context& ctx, const LayerConfig& c, int batch, int seq, const LayerOptions& opt = {})
+      : layer(ctx, c, opt), n(static_cast<size_t>(batch) * seq * c.hidden_size), eb(dtype_bytes(c.dtype())),
         x(ctx, n * eb), y(ctx, n * eb), dy(ctx, n * eb), dx(ctx, n * eb) {
     layer.set_params(init_layer_params(c, 3));
     upload(ctx, x.ptr(), dskc_test::randn(n, 1), c.dtype());
@@ -540,9 +549,7 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
   dskc_test::require_gpu();
   Context ctx;
   const int B = 8, S = 128;
-  for (bool flags : {false, true}) {
-    INFO((flags ? "all three memory flags" : "no flag"));
-    const LayerConfig c = graph_case_cfg(flags);
+  for_each_graph_case([&](const LayerConfig& c) {
     LayerIo io(ctx, c, B, S);
     auto& [layer, n, eb, x, y, dy, dx] = io;
     auto step = [&](uint32_t k) {
@@ -581,7 +588,7 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
     // Plain calls still work after the replays (the layer's events were re-recorded outside capture).
     step(5);
     CHECK(download(ctx, dx.ptr(), n, c.dtype()) == want_dx);
-  }
+  });
 
   // A synchronizing call cannot be captured: the error names what was captured and why, the stream
   // leaves capture mode, and the layer runs on it as before.
@@ -603,4 +610,54 @@ TEST_CASE("forward and backward replayed from CUDA graphs: bitwise the plain cal
   DSKC_CU(cuMemsetD8Async(y.ptr(), 0xFF, n * eb, ctx.stream()));
   layer.forward(x.ptr(), 0, y.ptr(), B, S, 5);
   CHECK(download(ctx, y.ptr(), n, c.dtype()) == want_y);
+}
+
+// LayerOptions::cuda_graphs (dskc train --cuda_graphs): every forward and backward after the first at
+// its shape is captured into a CUDA graph with that call's arguments and launched as one (the
+// executable graph updated in place while the shapes stay). Step by step, each step with its own
+// dropout masks, across a smaller batch, a shorter sequence and back, with and without the memory
+// flags: bitwise the results of a layer that launches its kernels one by one.
+TEST_CASE("layer calls launched as CUDA graphs: bitwise the plain calls, every step") {
+  dskc_test::require_gpu();
+  Context ctx;
+  const int B = 8, S = 128;
+  for_each_graph_case([&](const LayerConfig& c) {
+    LayerOptions plain_opt, graph_opt;
+    plain_opt.cuda_graphs = 0;
+    graph_opt.cuda_graphs = 1;
+    LayerIo plain(ctx, c, B, S, plain_opt), graphed(ctx, c, B, S, graph_opt);
+    struct Call {
+      int b, s;
+      uint32_t step;
+    } calls[] = {{8, 128, 1}, {8, 128, 2}, {8, 128, 3}, {6, 128, 4}, {6, 128, 5},
+                 {8, 128, 6}, {8, 100, 7}, {8, 100, 8}, {8, 128, 9}};
+    std::vector<float> last_y;
+    for (const Call& k : calls) {
+      INFO("batch " << k.b << " seq " << k.s << " step " << k.step);
+      const size_t m = static_cast<size_t>(k.b) * k.s * c.hidden_size;
+      auto run = [&](LayerIo& io) {
+        auto& [l, n, eb, x, y, dy, dx] = io;
+        DSKC_CU(cuMemsetD8Async(y.ptr(), 0xFF, n * eb, ctx.stream()));
+        DSKC_CU(cuMemsetD8Async(dx.ptr(), 0xFF, n * eb, ctx.stream()));
+        l.forward(x.ptr(), 0, y.ptr(), k.b, k.s, k.step);
+        l.backward(dy.ptr(), dx.ptr());
+        Run r;
+        r.out = download(ctx, y.ptr(), m, c.dtype());
+        r.dx = download(ctx, dx.ptr(), m, c.dtype());
+        r.grads = l.get_grads();
+        return r;
+      };
+      const Run want = run(plain), got = run(graphed);
+      CHECK(got.out == want.out);
+      CHECK(got.dx == want.dx);
+      for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+      CHECK(want.out != last_y);  // every step its own masks
+      last_y = want.out;
+    }
+    // The first call at each of the three shapes ran without a graph; the other six forward and
+    // backward calls were graphs, and the repeated shapes updated the previous graph in place.
+    CHECK(graphed.layer.graph_launches() == 12);
+    CHECK(graphed.layer.graph_updates() >= 2);
+    CHECK(plain.layer.graph_launches() == 0);
+  });
 }
