@@ -97,7 +97,7 @@ void apply_allreduce_hook(TrainOptions& o) {
 int cmd_train(const Args& args) {
   TrainOptions o;
   bool deepspeed = false;
-  std::optional<int> tbs, gas, max_seq, max_steps, print_steps, ckpt_steps, local_rank, seed;
+  std::optional<int> tbs, gas, max_seq, max_steps, print_steps, profile_steps, ckpt_steps, local_rank, seed;
   std::optional<double> max_grad_norm, loss_scale, lr_offset, warmup, dist_timeout;
   ArgParser p("train",
               "Pre-train BERT (masked LM + next-sentence prediction) with a DeepSpeed JSON config and a BERT\n"
@@ -117,6 +117,9 @@ int cmd_train(const Args& args) {
   p.add_switch("delay_allreduce", &o.delay_allreduce, "all-reduce gradients after backward (multi-GPU)");
   p.add_int("max_steps", &max_steps, "train until this global step (required)");
   p.add_int("print_steps", &print_steps, "progress line every N steps (default: steps_per_print)");
+  p.add_int("profile_steps", &profile_steps,
+            "profile the last N steps by phase (embeddings, encoder forward and backward, heads, optimizer, host "
+            "work between them) and print the table at the end");
   p.add_switch("deepspeed_transformer_kernel", &o.transformer_kernel, "use the fused DeepSpeed transformer layer");
   p.add_switch("cuda_graphs", &o.cuda_graphs,
                "with --deepspeed_transformer_kernel: launch each layer's forward and backward as one CUDA graph "
@@ -151,6 +154,7 @@ int cmd_train(const Args& args) {
   o.max_seq_length = max_seq;
   if (max_steps) o.max_steps = *max_steps;
   o.print_steps = print_steps;
+  o.profile_steps = profile_steps;
   o.checkpoint_steps = ckpt_steps;
   if (seed) {
     if (*seed < 0) throw Error(ErrorKind::Usage, fmt::format("--seed must be >= 0, got {}", *seed));

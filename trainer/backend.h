@@ -28,11 +28,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compiler/config.h"
 #include "trainer/bert_model.h"
 #include "trainer/hdf5_shard.h"
 #include "trainer/optimizer.h"
+#include "trainer/step_profile.h"
 
 namespace dskc {
 
@@ -134,6 +136,26 @@ class TrainBackend {
   virtual void inject_grad_overflow() = 0;
   // Data parallel: how layer gradients are summed, for the log ("" when not distributed).
   virtual std::string data_parallel_path() const { return {}; }
+
+  // Step profile (step_profile.h, `dskc train --profile_steps`): after start_phase_marks(), mark()
+  // sets a mark (the backend also sets its own inside forward_backward) and take_phase_marks()
+  // returns those since the last take. Before it, mark() does nothing.
+  void start_phase_marks() {
+    if (!phase_timer_) phase_timer_ = make_phase_timer();
+  }
+  void mark(const char* phase) {
+    if (phase_timer_) phase_timer_->mark(phase);
+  }
+  std::vector<PhaseMark> take_phase_marks() { return phase_timer_ ? phase_timer_->take() : std::vector<PhaseMark>{}; }
+
+ protected:
+  // The backend's timer: the host clock unless its work runs elsewhere.
+  virtual std::unique_ptr<PhaseTimer> make_phase_timer() { return std::make_unique<HostPhaseTimer>(); }
+  // For a backend whose timer holds device resources: free them while the device context lives.
+  void release_phase_timer() { phase_timer_.reset(); }
+
+ private:
+  std::unique_ptr<PhaseTimer> phase_timer_;
 };
 
 // "cpu" -> CpuBackend; "cuda" -> nullptr for now (the CUDA backend is not written yet; the

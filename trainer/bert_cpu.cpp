@@ -159,6 +159,7 @@ void CpuBackend::add_grad(int idx, const Vec& g) {
 
 StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   check_batch(batch, opt_);
+  mark(phase::kBatchUpload);
   const BertShape& shape = opt_.shape;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
   const int rows = B * S;
@@ -187,6 +188,7 @@ StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     const double scale = 1.0 / (1.0 - hidden_p);
     for (size_t i = 0; i < nact; ++i) x[i] = keep[i] ? x[i] * scale : 0.0;
   }
+  mark(phase::kEmbeddingsFwd);
 
   // ---- encoder
   Vec mask(static_cast<size_t>(rows));
@@ -196,6 +198,7 @@ StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     for (int k = 0; k < kLayerParams; ++k) tensors[layer_param_names_[k]] = param(layer_idx_[l][k]);
     x = layers_[l].forward(x, &mask, B, S, m.rng_step, tensors);
   }
+  mark(phase::kEncoderFwd);
   Vec y = x, fin_mean, fin_rstd, fin_w, fin_b;
   if (final_ln_w_ >= 0) {
     fin_w = param(final_ln_w_);
@@ -282,11 +285,13 @@ StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   } else {
     dx = std::move(dy);
   }
+  mark(phase::kHeads);
   for (size_t l = layers_.size(); l-- > 0;) {
     CpuReferenceLayer::Tensors grads = layers_[l].backward(dx);
     for (int k = 0; k < kLayerParams; ++k) add_grad(layer_idx_[l][k], grads.at("grad_" + layer_param_names_[k]));
     dx = std::move(grads.at("grad_input"));
   }
+  mark(phase::kEncoderBwd);
 
   // ---- embeddings backward
   if (!keep.empty()) {
@@ -321,6 +326,7 @@ StepLoss CpuBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   add_grad(pool_b_, g_pool_b);
   add_grad(nsp_w_, g_nsp_w);
   add_grad(nsp_b_, g_nsp_b);
+  mark(phase::kEmbeddingsBwd);
   return loss;
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -258,6 +259,7 @@ CudaBackend::~CudaBackend() {
   } catch (...) {
   }
   if (union_host_) driver().cuMemFreeHost(union_host_);
+  release_phase_timer();  // its events belong to the Context
   // Members that allocate through the Context go before it.
   peer_.reset();
   layers_.clear();
@@ -421,6 +423,53 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
   }
   sync_compute_params();
   ctx_->synchronize();
+}
+
+namespace {
+// PhaseTimer over CUDA events recorded on one stream (a pool reused by every sequence).
+class EventPhaseTimer : public PhaseTimer {
+ public:
+  explicit EventPhaseTimer(Context& ctx) : ctx_(ctx) {}
+  ~EventPhaseTimer() override {
+    for (CUevent e : events_) driver().cuEventDestroy(e);
+  }
+  void mark(const char* phase) override {
+    if (used_ == events_.size()) {
+      CUevent e = nullptr;
+      DSKC_CU(cuEventCreate(&e, CU_EVENT_DEFAULT));
+      events_.push_back(e);
+    }
+    DSKC_CU(cuEventRecord(events_[used_], ctx_.stream()));
+    marks_.emplace_back(phase, Clock::now());
+    ++used_;
+  }
+  std::vector<PhaseMark> take() override {
+    std::vector<PhaseMark> out;
+    if (used_ == 0) return out;
+    DSKC_CU(cuEventSynchronize(events_[used_ - 1]));
+    for (size_t i = 0; i < used_; ++i) {
+      float ms = 0.f;
+      DSKC_CU(cuEventElapsedTime(&ms, events_[0], events_[i]));
+      out.push_back({marks_[i].first, static_cast<double>(ms),
+                     std::chrono::duration<double, std::milli>(marks_[i].second - marks_[0].second).count()});
+    }
+    used_ = 0;
+    marks_.clear();
+    return out;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Context& ctx_;
+  std::vector<CUevent> events_;
+  size_t used_ = 0;
+  std::vector<std::pair<std::string, Clock::time_point>> marks_;
+};
+}  // namespace
+
+std::unique_ptr<PhaseTimer> CudaBackend::make_phase_timer() {
+  ctx_->make_current();
+  return std::make_unique<EventPhaseTimer>(*ctx_);
 }
 
 size_t CudaBackend::layer_graph_launches() const {

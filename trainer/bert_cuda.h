@@ -77,6 +77,10 @@ class CudaBackend : public TrainBackend {
   // graphs so far (all layers together).
   size_t layer_graph_launches() const;
 
+ protected:
+  // Events on the main stream (the device time of a mark: when the GPU's queue reached it).
+  std::unique_ptr<PhaseTimer> make_phase_timer() override;
+
  private:
   static constexpr int kLayerParams = 12;
 

@@ -160,6 +160,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     pg_->wait_for_compute();
     pg_->all_reduce_to_host(at(o_used), static_cast<size_t>(V), union_host_);
   }
+  mark(phase::kBatchUpload);
 
   // ---- per-call buffers: MLM [M, ...] (grown on demand), fixed-size ones carved from members
   const size_t mh = align_up(static_cast<size_t>(std::max(M, 1)) * hbytes);
@@ -183,8 +184,10 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
                         P_(acts_[0].ptr()), rng, rows, S};
     launch("model_embedding_fwd", static_cast<unsigned>(rows), &p);
   }
+  mark(phase::kEmbeddingsFwd);
   // ---- encoder
   for (int l = 0; l < N; ++l) layers_[l]->forward(acts_[l].ptr(), mask_.ptr(), acts_[l + 1].ptr(), B, S, m.rng_step);
+  mark(phase::kEncoderFwd);
   const CUdeviceptr x_out = acts_[static_cast<size_t>(N)].ptr();
   CUdeviceptr y = x_out;
   if (final_ln_w_ >= 0) {
@@ -264,6 +267,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     grad_ready(final_ln_w_);
     grad_ready(final_ln_b_);
   }
+  mark(phase::kHeads);
 
   // ---- encoder backward; each layer's gradients (overwritten per call) go into the accumulators
   for (int l = N - 1; l >= 0; --l) {
@@ -279,6 +283,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     for (int k = 0; k < kLayerParams; ++k) grad_ready(layer_idx_[static_cast<size_t>(l)][k]);
     std::swap(cur, other);
   }
+  mark(phase::kEncoderBwd);
 
   // ---- embeddings backward: dropout, LayerNorm, then the three tables (grouped by row key)
   {
@@ -302,10 +307,12 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   }
   for (int l : deferred_layers_) reduce_layer_in_place(l);
   for (int idx : {word_, pos_, type_, emb_ln_w_, emb_ln_b_}) grad_ready(idx);
+  mark(phase::kEmbeddingsBwd);
   if (syncing_) {
     tracker_->finish_step();  // every bucket was released (Error(Internal) names a forgotten one)
     pg_->wait_all_reduces("the gradient all-reduce");
     syncing_ = false;
+    mark(phase::kAllReduceWait);
   }
 
   // ---- losses (the only device -> host copies of the step)
@@ -322,6 +329,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   double s = 0;
   for (float v : nl) s += v;
   loss.nsp_loss = s / B;
+  mark(phase::kLossDownload);
   return loss;
 }
 

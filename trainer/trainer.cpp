@@ -295,6 +295,11 @@ TrainResult train(const TrainOptions& opt) {
   int64_t last_saved = -1;
   while (state.step < opt.max_steps) {
     const auto t0 = Clock::now();
+    const bool profiled = opt.profile_steps && state.step + 1 > opt.max_steps - *opt.profile_steps;
+    if (profiled) {
+      backend->start_phase_marks();
+      backend->mark(phase::kStepStart);
+    }
     StepRecord rec;
     rec.step = state.step + 1;
     rec.loss_scale = scaler.scale();
@@ -307,11 +312,13 @@ TrainResult train(const TrainOptions& opt) {
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     backend->zero_grads();
+    backend->mark(phase::kZeroGrads);
     for (int micro = 0; micro < bs.accumulation; ++micro) {
       // The run's last micro-batch starts no read of a batch that no step would use.
       BatchPrefetcher::Item item = batches.next(state.step + 1 < opt.max_steps || micro + 1 < bs.accumulation);
       const DataPosition& where = item.where;
       const Batch& batch = item.batch;
+      backend->mark(phase::kNextBatch);
       MicroStep m;
       m.loss_scale = scaler.scale();
       m.accumulation = bs.accumulation * world;  // the all-reduce sums over ranks: a mean over all
@@ -343,6 +350,7 @@ TrainResult train(const TrainOptions& opt) {
       overflow = r[2] > 0;
       exposed_comm += pg->take_exposed_seconds();
     }
+    backend->mark(phase::kOverflowCheck);
     rec.loss = rec.mlm_loss + rec.nsp_loss;
     const double old_scale = scaler.scale();
     rec.skipped = scaler.update(overflow);
@@ -354,12 +362,14 @@ TrainResult train(const TrainOptions& opt) {
                       setup.scaler.dynamic() ? fmt::format(" (loss scale {} -> {})", old_scale, scaler.scale()) : ""));
     } else {
       rec.grad_norm = backend->grad_norm(old_scale);
+      backend->mark(phase::kGradNorm);
       UpdateArgs a;
       a.lr = rec.lr;
       a.grad_scale = old_scale;
       a.clip_coef = clip_coefficient(rec.grad_norm, setup.optimizer.max_grad_norm);
       a.step = ++state.optimizer_steps;
       backend->optimizer_step(setup.optimizer, a);
+      backend->mark(phase::kOptimizer);
     }
     state.step += 1;
     rec.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -384,12 +394,29 @@ TrainResult train(const TrainOptions& opt) {
       interval_steps = 0;
       exposed_comm = 0.0;
     }
+    if (profiled) {
+      backend->mark(phase::kBookkeeping);
+      result.profile.add_step(backend->take_phase_marks());
+    }
     if (opt.checkpoint_steps && state.step % *opt.checkpoint_steps == 0) {
       save(state.step);
       last_saved = state.step;
     }
   }
   if (lead) metrics.close();
+  if (lead && result.profile.steps() > 0) {
+    const int64_t first = state.step - result.profile.steps() + 1;
+    log(fmt::format("step profile, steps {}-{}{}, mean per step. device ms: time between the phase marks on the "
+                    "backend's timeline (the GPU's stream for the CUDA backend, with the GPU's idle waits for the host "
+                    "included; the host clock for the CPU backend); host ms: time between the host calls that set them",
+                    first, state.step,
+                    result.profile.steps() < *opt.profile_steps
+                        ? fmt::format(" (--profile_steps {}: this run took only {} steps)", *opt.profile_steps,
+                                      result.profile.steps())
+                        : ""));
+    std::istringstream table(result.profile.table());
+    for (std::string line; std::getline(table, line);) log(line);
+  }
   if (last_saved != state.step) save(state.step);
   result.final_step = state.step;
   if (pg) {

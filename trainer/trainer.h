@@ -61,6 +61,9 @@ struct TrainOptions {
   int64_t max_steps = 0;              // required, > 0
   std::optional<int> print_steps;     // default: steps_per_print of the JSON
   std::optional<int> checkpoint_steps;
+  // --profile_steps N: the last N steps are profiled by phase (step_profile.h) and the table is
+  // printed at the end (unset: off).
+  std::optional<int> profile_steps;
   std::optional<uint64_t> seed;       // default 42 (a resumed run keeps its checkpoint's)
   std::string backend = "auto";       // auto | cpu | cuda
   bool transformer_kernel = false;    // --deepspeed_transformer_kernel
@@ -102,6 +105,7 @@ struct TrainResult {
   std::string last_checkpoint;    // directory of the last checkpoint written ("" if none)
   std::string backend_name;
   std::string data_dir;           // shards used
+  StepProfile profile;            // --profile_steps: the steps profiled (none otherwise)
 };
 
 TrainResult train(const TrainOptions& opt);

@@ -97,6 +97,9 @@ TrainSetup resolve_setup(const TrainOptions& opt, const LogFn& log) {
                 "--deepspeed_transformer_kernel");
   if (opt.cuda_graphs && opt.backend == "cpu")
     usage_error("dskc train: --cuda_graphs needs the CUDA backend (--backend cuda or auto on a GPU machine)");
+  if (opt.profile_steps && *opt.profile_steps < 1)
+    usage_error(fmt::format("dskc train: --profile_steps must be >= 1 (the last N steps are profiled), got {}",
+                            *opt.profile_steps));
   if (opt.rewarmup && opt.load_training_checkpoint.empty())
     log("note: --rewarmup has no effect without --load_training_checkpoint");
 

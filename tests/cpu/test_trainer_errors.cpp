@@ -125,6 +125,11 @@ TEST_CASE("bad input: clear messages, existing checkpoints untouched") {
     o.backend = "cuda";
     f.expect_error(o, ErrorKind::Device, "CUDA");  // "no CUDA device: ..." without a GPU
   }
+  SUBCASE("--profile_steps below 1") {
+    auto o = f.options();
+    o.profile_steps = 0;
+    f.expect_error(o, ErrorKind::Usage, "--profile_steps must be >= 1 (the last N steps are profiled), got 0");
+  }
   SUBCASE("token ids beyond the model's vocab") {
     TinyModel small;
     small.vocab = 500;

@@ -388,3 +388,41 @@ TEST_CASE("CudaBackend with cuda_graphs: bitwise the losses and gradients of pla
     CHECK(plain.layer_graph_launches() == 0);
   }
 }
+
+TEST_CASE("CudaBackend phase marks (dskc train --profile_steps): every phase in order, on the GPU's timeline") {
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  CudaBackend gpu(options(s, DType::F16));
+  gpu.import_params(test_params(s, 97), "test params");
+  const Batch b = make_batch(4, 32, 6, s.vocab_size, 98);
+  MicroStep m;
+  m.loss_scale = 64.0;
+  gpu.mark("ignored");  // before start_phase_marks: nothing
+  CHECK(gpu.take_phase_marks().empty());
+  gpu.start_phase_marks();
+  for (int rep = 0; rep < 2; ++rep) {  // the second sequence reuses the first one's events
+    CAPTURE(rep);
+    gpu.mark(phase::kStepStart);
+    gpu.forward_backward(b, m);
+    gpu.mark("after");
+    const std::vector<PhaseMark> marks = gpu.take_phase_marks();
+    std::vector<std::string> names;
+    for (const PhaseMark& k : marks) names.push_back(k.phase);
+    const std::vector<std::string> want = {phase::kStepStart,     phase::kBatchUpload, phase::kEmbeddingsFwd,
+                                           phase::kEncoderFwd,    phase::kHeads,       phase::kEncoderBwd,
+                                           phase::kEmbeddingsBwd, phase::kLossDownload, "after"};
+    REQUIRE(names == want);
+    CHECK(marks[0].device_ms == 0.0);
+    CHECK(marks[0].host_ms == 0.0);
+    for (size_t i = 1; i < marks.size(); ++i) {
+      CHECK_MESSAGE(marks[i].device_ms >= marks[i - 1].device_ms, marks[i].phase);
+      CHECK_MESSAGE(marks[i].host_ms >= marks[i - 1].host_ms, marks[i].phase);
+    }
+    // The encoder's passes take GPU time; the loss download waits for the GPU, so by then the GPU's
+    // timeline cannot be ahead of the host's by more than the event's own resolution.
+    CHECK(marks[3].device_ms > marks[2].device_ms);
+    CHECK(marks[5].device_ms > marks[4].device_ms);
+    CHECK(marks[7].device_ms <= marks[7].host_ms + 0.5);
+    CHECK(gpu.take_phase_marks().empty());
+  }
+}
