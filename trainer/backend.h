@@ -57,6 +57,11 @@ struct MicroStep {
 
 class ProcessGroup;
 
+// A backend's host-side work on one micro-batch that needs no device (TrainBackend::prepare).
+struct PreparedBatch {
+  virtual ~PreparedBatch() = default;
+};
+
 struct BackendOptions {
   BertShape shape;
   int micro_batch = 1;       // largest batch forward_backward takes
@@ -121,6 +126,18 @@ class TrainBackend {
 
   virtual void zero_grads() = 0;
   virtual StepLoss forward_backward(const Batch& batch, const MicroStep& m) = 0;
+  // The host-side work on `batch` that needs no device (the CUDA backend's index tables): may run
+  // on another thread (the trainer's read-ahead worker) while this backend computes; const and
+  // thread-safe. nullptr where there is none, or where the batch is invalid (forward_backward then
+  // reports it). forward_backward_prepared(batch, m, prepare(batch)) is forward_backward(batch, m).
+  virtual std::unique_ptr<PreparedBatch> prepare(const Batch& batch) const {
+    (void)batch;
+    return nullptr;
+  }
+  virtual StepLoss forward_backward_prepared(const Batch& batch, const MicroStep& m, const PreparedBatch* prepared) {
+    (void)prepared;
+    return forward_backward(batch, m);
+  }
   // True when every accumulated gradient element is finite.
   virtual bool grads_finite() = 0;
   // L2 norm over all parameters of the accumulated gradients divided by grad_scale.

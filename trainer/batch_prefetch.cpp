@@ -5,8 +5,8 @@
 
 namespace dskc {
 
-BatchPrefetcher::BatchPrefetcher(ShardDataset& data, int batch_size, bool ahead)
-    : data_(data), batch_size_(batch_size), ahead_(ahead), next_pos_(data.position()) {}
+BatchPrefetcher::BatchPrefetcher(ShardDataset& data, int batch_size, bool ahead, Prepare prepare)
+    : data_(data), batch_size_(batch_size), ahead_(ahead), prepare_(std::move(prepare)), next_pos_(data.position()) {}
 
 BatchPrefetcher::~BatchPrefetcher() {
   if (pending_.valid()) pending_.wait();
@@ -16,6 +16,7 @@ BatchPrefetcher::Item BatchPrefetcher::read() {
   Item it;
   it.where = data_.position();
   it.batch = data_.next_batch(batch_size_);
+  if (prepare_) it.prepared = prepare_(it.batch);
   return it;
 }
 

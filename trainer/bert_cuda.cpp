@@ -259,6 +259,8 @@ CudaBackend::~CudaBackend() {
   } catch (...) {
   }
   if (union_host_) driver().cuMemFreeHost(union_host_);
+  if (staging_) driver().cuMemFreeHost(staging_);
+  if (staging_done_) driver().cuEventDestroy(staging_done_);
   release_phase_timer();  // its events belong to the Context
   // Members that allocate through the Context go before it.
   peer_.reset();
@@ -361,6 +363,7 @@ ParamMap CudaBackend::export_optimizer_state() const {
 void CudaBackend::zero_grads() {
   ctx_->make_current();
   grads_zero_ = true;
+  sumsq_.reset();
   DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
 }
 
@@ -369,6 +372,7 @@ ParamMap CudaBackend::export_grads() const { return download_all(grads_); }
 void CudaBackend::inject_grad_overflow() {
   ctx_->make_current();
   const float inf = std::numeric_limits<float>::infinity();
+  sumsq_.reset();
   DSKC_CU(cuMemcpyHtoDAsync(grad(0), &inf, sizeof(inf), ctx_->stream()));
   ctx_->synchronize();
 }
@@ -388,10 +392,15 @@ double CudaBackend::sum_squares(CUdeviceptr x, size_t n) {
 
 // Σ g² in double is finite iff every element is: |g| <= FLT_MAX gives g² <= 1.2e77, and the
 // sum of fewer than 2^60 such terms stays below DBL_MAX.
-bool CudaBackend::grads_finite() { return std::isfinite(sum_squares(grads_.ptr(), total_floats_)); }
+// The trainer asks for both in one step: one pass over the gradients serves the two.
+bool CudaBackend::grads_finite() {
+  if (!sumsq_) sumsq_ = sum_squares(grads_.ptr(), total_floats_);
+  return std::isfinite(*sumsq_);
+}
 
 double CudaBackend::grad_norm(double grad_scale) {
-  return std::sqrt(sum_squares(grads_.ptr(), total_floats_)) / grad_scale;
+  if (!sumsq_) sumsq_ = sum_squares(grads_.ptr(), total_floats_);
+  return std::sqrt(*sumsq_) / grad_scale;
 }
 
 void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) {

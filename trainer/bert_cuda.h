@@ -36,6 +36,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,11 @@ class CudaBackend : public TrainBackend {
   ParamMap export_optimizer_state() const override;
   void zero_grads() override;
   StepLoss forward_backward(const Batch& batch, const MicroStep& m) override;
+  // The index tables (embedding-gradient groups by a stable sort of the token ids, prediction and
+  // [CLS] rows) and the attention mask in the dtype: host work the trainer's read-ahead thread does
+  // while the GPU computes the micro-batch before.
+  std::unique_ptr<PreparedBatch> prepare(const Batch& batch) const override;
+  StepLoss forward_backward_prepared(const Batch& batch, const MicroStep& m, const PreparedBatch* prepared) override;
   bool grads_finite() override;
   double grad_norm(double grad_scale) override;
   void optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) override;
@@ -142,6 +148,13 @@ class CudaBackend : public TrainBackend {
   std::vector<DeviceBuffer> acts_;
   DeviceBuffer dgrad_a_, dgrad_b_, final_out_, emb_sum_, emb_dsum_, stats_, mask_, nsp_bufs_, partials_;
   Growable ints_, mlm_, wgrad_;
+  // Page-locked staging of each call's tables and mask (asynchronous uploads); reused once the
+  // event after the previous call's copies has passed.
+  uint8_t* staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  CUevent staging_done_ = nullptr;
+  // Σ g² of the accumulated gradients, kept from grads_finite() for grad_norm() until they change.
+  std::optional<double> sumsq_;
   int vocab_pad_ = 0;  // logits row stride (vocab rounded up to 8 elements: aligned rows)
 
   // Data parallel: buckets over grads_ (each bucket is a run of consecutive parameters, so one

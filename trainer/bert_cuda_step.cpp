@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "compiler/errors.h"
@@ -45,7 +46,80 @@ Groups group_rows(const std::vector<int32_t>& key) {
   return g;
 }
 
+// A micro-batch's host tables (CudaBackend::prepare): every int32 array the kernels read, as
+// 256-byte-aligned parts of one buffer (one upload), and the additive attention mask in the dtype.
+struct HostTables : PreparedBatch {
+  std::vector<int32_t> ints;
+  std::vector<uint8_t> mask;
+  int predictions = 0;  // M: real masked-LM predictions
+  size_t o_ids = 0, o_seg = 0, o_prow = 0, o_plab = 0, o_pstart = 0, o_nsp = 0, o_cls = 0, o_used = 0;
+  size_t o_groups[3][3] = {};  // word / position / token-type groups: target, start, member
+  int n_groups[3] = {};
+  std::vector<int32_t> word_targets;  // the word groups' token ids (word_split)
+};
+
+// For a batch that check_batch accepted. `used` (word_split): a 0/1 flag per token id of the vocab.
+std::unique_ptr<HostTables> make_tables(const Batch& batch, int vocab, DType dtype, bool used) {
+  auto t = std::make_unique<HostTables>();
+  const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, rows = B * S;
+  std::vector<int32_t> pred_rows, pred_labels, pred_start{0}, cls_rows;
+  for (int b = 0; b < B; ++b) {
+    for (int k = 0; k < P; ++k) {
+      const int p = batch.masked_lm_positions[static_cast<size_t>(b) * P + k];
+      if (p == 0) break;  // the first 0 ends the sample's predictions
+      pred_rows.push_back(b * S + p);
+      pred_labels.push_back(batch.masked_lm_ids[static_cast<size_t>(b) * P + k]);
+    }
+    pred_start.push_back(static_cast<int32_t>(pred_rows.size()));
+    cls_rows.push_back(b * S);
+  }
+  t->predictions = static_cast<int>(pred_rows.size());
+  std::vector<int32_t> pos_key(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) pos_key[r] = r % S;
+  const Groups g_word = group_rows(batch.input_ids), g_pos = group_rows(pos_key), g_type = group_rows(batch.segment_ids);
+  std::vector<int32_t>& ints = t->ints;
+  auto put = [&](const std::vector<int32_t>& v) {
+    const size_t at = ints.size();
+    ints.insert(ints.end(), v.begin(), v.end());
+    ints.resize(align_up(ints.size() * 4) / 4, 0);
+    return at;
+  };
+  t->o_ids = put(batch.input_ids);
+  t->o_seg = put(batch.segment_ids);
+  t->o_prow = put(pred_rows);
+  t->o_plab = put(pred_labels);
+  t->o_pstart = put(pred_start);
+  t->o_nsp = put(batch.next_sentence_labels);
+  t->o_cls = put(cls_rows);
+  const Groups* groups[3] = {&g_word, &g_pos, &g_type};
+  for (int i = 0; i < 3; ++i) {
+    t->o_groups[i][0] = put(groups[i]->target);
+    t->o_groups[i][1] = put(groups[i]->start);
+    t->o_groups[i][2] = put(groups[i]->member);
+    t->n_groups[i] = static_cast<int>(groups[i]->target.size());
+  }
+  t->word_targets = g_word.target;
+  if (used) {
+    std::vector<int32_t> flags(static_cast<size_t>(vocab), 0);
+    for (int32_t id : batch.input_ids) flags[static_cast<size_t>(id)] = 1;
+    t->o_used = put(flags);
+  }
+  std::vector<float> maskv(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) maskv[r] = batch.input_mask[r] ? 0.f : static_cast<float>(kMaskedScore);
+  t->mask = to_dtype_bytes(maskv, dtype);
+  return t;
+}
+
 }  // namespace
+
+std::unique_ptr<PreparedBatch> CudaBackend::prepare(const Batch& batch) const {
+  try {
+    check_batch(batch, opt_);
+  } catch (const Error&) {
+    return nullptr;  // forward_backward reports it
+  }
+  return make_tables(batch, opt_.shape.vocab_size, dtype_, opt_.word_split);
+}
 
 
 void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n, CUstream stream) {
@@ -89,8 +163,13 @@ void CudaBackend::reduce_word_rows(CUdeviceptr group_start, CUdeviceptr group_me
 }
 
 StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
+  return forward_backward_prepared(batch, m, nullptr);
+}
+
+StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroStep& m, const PreparedBatch* prepared) {
   check_batch(batch, opt_);
   ctx_->make_current();
+  sumsq_.reset();  // the gradients change
   syncing_ = pg_ != nullptr && m.sync_grads;
   if (syncing_) tracker_->reset();  // a call that threw half-way leaves no stale marks
   // The only micro-batch of the step (accumulators still zero): reduce the layers' own dtype
@@ -101,7 +180,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   grads_zero_ = false;
   deferred_layers_.clear();
   const BertShape& shape = opt_.shape;
-  const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, H = shape.hidden_size, V = shape.vocab_size;
+  const int B = batch.batch, S = batch.seq_len, H = shape.hidden_size, V = shape.vocab_size;
   const int rows = B * S, Vp = vocab_pad_, N = shape.num_hidden_layers;
   const size_t eb = eb_, hbytes = static_cast<size_t>(H) * eb;
   const double coef = m.loss_scale / m.accumulation;
@@ -110,55 +189,35 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   auto F_ = [](CUdeviceptr x) { return reinterpret_cast<float*>(x); };
   auto I_ = [](CUdeviceptr x) { return reinterpret_cast<const int*>(x); };
 
-  // ---- host index tables, one upload
-  std::vector<int32_t> pred_rows, pred_labels, pred_start{0}, cls_rows;
-  for (int b = 0; b < B; ++b) {
-    for (int k = 0; k < P; ++k) {
-      const int p = batch.masked_lm_positions[static_cast<size_t>(b) * P + k];
-      if (p == 0) break;  // the first 0 ends the sample's predictions
-      pred_rows.push_back(b * S + p);
-      pred_labels.push_back(batch.masked_lm_ids[static_cast<size_t>(b) * P + k]);
-    }
-    pred_start.push_back(static_cast<int32_t>(pred_rows.size()));
-    cls_rows.push_back(b * S);
+  // ---- host index tables (from the read-ahead thread where the trainer has one), one upload each
+  // for the int32 tables and the mask, through page-locked memory: the host does not wait for them
+  std::unique_ptr<HostTables> own;
+  const HostTables* tab = dynamic_cast<const HostTables*>(prepared);
+  if (!tab) {
+    own = make_tables(batch, V, dtype_, opt_.word_split);
+    tab = own.get();
   }
-  const int M = static_cast<int>(pred_rows.size());
-  std::vector<int32_t> pos_key(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) pos_key[r] = r % S;
-  const Groups g_word = group_rows(batch.input_ids), g_pos = group_rows(pos_key), g_type = group_rows(batch.segment_ids);
-  std::vector<int32_t> ints;
-  auto put = [&](const std::vector<int32_t>& v) {
-    const size_t at = ints.size();
-    ints.insert(ints.end(), v.begin(), v.end());
-    ints.resize(align_up(ints.size() * 4) / 4, 0);
-    return at;
-  };
-  const size_t o_ids = put(batch.input_ids), o_seg = put(batch.segment_ids), o_prow = put(pred_rows),
-               o_plab = put(pred_labels), o_pstart = put(pred_start), o_nsp = put(batch.next_sentence_labels),
-               o_cls = put(cls_rows);
-  size_t o_groups[3][3];
-  const Groups* groups[3] = {&g_word, &g_pos, &g_type};
-  for (int i = 0; i < 3; ++i) {
-    o_groups[i][0] = put(groups[i]->target);
-    o_groups[i][1] = put(groups[i]->start);
-    o_groups[i][2] = put(groups[i]->member);
+  DSKC_ASSERT(!word_split_ || opt_.word_split, "word_split_ without opt_.word_split");
+  const int M = tab->predictions;
+  const size_t ints_bytes = tab->ints.size() * 4, staged = align_up(ints_bytes) + tab->mask.size();
+  if (staging_done_) DSKC_CU(cuEventSynchronize(staging_done_));  // the previous call's copies (long done)
+  if (staging_bytes_ < staged) {
+    if (staging_) DSKC_CU(cuMemFreeHost(staging_));
+    staging_ = nullptr;
+    DSKC_CU(cuMemAllocHost(reinterpret_cast<void**>(&staging_), staged));
+    staging_bytes_ = staged;
   }
-  // word_split_: 1 for each token id of this batch, summed over the ranks (union) on the group's stream
-  size_t o_used = 0;
-  if (word_split_) {
-    std::vector<int32_t> used(static_cast<size_t>(V), 0);
-    for (int32_t id : batch.input_ids) used[static_cast<size_t>(id)] = 1;
-    o_used = put(used);
-  }
-  const CUdeviceptr ib = ints_.ensure(*ctx_, ints.size() * 4);
+  std::memcpy(staging_, tab->ints.data(), ints_bytes);
+  std::memcpy(staging_ + align_up(ints_bytes), tab->mask.data(), tab->mask.size());
+  const CUdeviceptr ib = ints_.ensure(*ctx_, ints_bytes);
   auto at = [&](size_t o) { return ib + o * 4; };
-  DSKC_CU(cuMemcpyHtoDAsync(ib, ints.data(), ints.size() * 4, ctx_->stream()));
-  std::vector<float> maskv(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) maskv[r] = batch.input_mask[r] ? 0.f : static_cast<float>(kMaskedScore);
-  upload(*ctx_, mask_.ptr(), maskv, dtype_);  // synchronizes: `ints` may go out of scope after
+  DSKC_CU(cuMemcpyHtoDAsync(ib, staging_, ints_bytes, ctx_->stream()));
+  DSKC_CU(cuMemcpyHtoDAsync(mask_.ptr(), staging_ + align_up(ints_bytes), tab->mask.size(), ctx_->stream()));
+  if (!staging_done_) DSKC_CU(cuEventCreate(&staging_done_, CU_EVENT_DISABLE_TIMING));
+  DSKC_CU(cuEventRecord(staging_done_, ctx_->stream()));
   if (word_split_) {
     pg_->wait_for_compute();
-    pg_->all_reduce_to_host(at(o_used), static_cast<size_t>(V), union_host_);
+    pg_->all_reduce_to_host(at(tab->o_used), static_cast<size_t>(V), union_host_);
   }
   mark(phase::kBatchUpload);
 
@@ -179,7 +238,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
 
   // ---- embeddings: LN(word[id] + pos[s] + type[seg]), then dropout (stream 4, layer 0)
   {
-    mkp::EmbeddingFwd p{I_(at(o_ids)), I_(at(o_seg)), P_(weight(word_)), P_(weight(pos_)), P_(weight(type_)),
+    mkp::EmbeddingFwd p{I_(at(tab->o_ids)), I_(at(tab->o_seg)), P_(weight(word_)), P_(weight(pos_)), P_(weight(type_)),
                         P_(weight(emb_ln_w_)), P_(weight(emb_ln_b_)), F_(emb_sum_.ptr()), F_(emb_mean), F_(emb_rstd),
                         P_(acts_[0].ptr()), rng, rows, S};
     launch("model_embedding_fwd", static_cast<unsigned>(rows), &p);
@@ -198,7 +257,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
 
   // ---- MLM head at the real predictions
   if (M > 0) {
-    mkp::GatherRows gr{P_(y), I_(at(o_prow)), P_(hm), M};
+    mkp::GatherRows gr{P_(y), I_(at(tab->o_prow)), P_(hm), M};
     launch("model_gather_rows", static_cast<unsigned>(M), &gr);
     // t = hm·trᵀ + b; g = GELU(t); u = LN(g); logits = u·wordᵀ + dec_b       [M,H], [M,V] (ld Vp)
     gemm({false, true, M, H, H, H, H, H}, hm, weight(tr_w_), t, weight(tr_b_));
@@ -208,7 +267,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     launch("model_layernorm_fwd", static_cast<unsigned>(M), &ln);
     gemm({false, true, M, V, H, H, H, Vp}, u, weight(word_), logits, weight(dec_b_));
     // loss rows and dlogits = (softmax − onehot)·coef/M, in place
-    mkp::Xent xe{P_(logits), I_(at(o_plab)), F_(row_loss), static_cast<float>(coef / M), M, V, Vp};
+    mkp::Xent xe{P_(logits), I_(at(tab->o_plab)), F_(row_loss), static_cast<float>(coef / M), M, V, Vp};
     launch("model_xent", static_cast<unsigned>(M), &xe);
     // decoder backward: du = dlogits·word; dword += dlogitsᵀ·u; ddec_b += Σ dlogits
     gemm({false, false, M, H, V, Vp, H, H}, logits, weight(word_), du);
@@ -233,12 +292,12 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
 
   // ---- NSP head: classifier(tanh(pooler(h_[CLS])))
   {
-    mkp::GatherRows gr{P_(y), I_(at(o_cls)), P_(cls), B};
+    mkp::GatherRows gr{P_(y), I_(at(tab->o_cls)), P_(cls), B};
     launch("model_gather_rows", static_cast<unsigned>(B), &gr);
     gemm({false, true, B, H, H, H, H, H}, cls, weight(pool_w_), pooled, weight(pool_b_));
     mkp::Activation ta{P_(pooled), P_(pooled), static_cast<uint64_t>(B) * H};
     launch("model_tanh_fwd", std::min(blocks_for(ta.n), 4096u), &ta);
-    mkp::Nsp ns{P_(pooled), P_(weight(nsp_w_)), P_(weight(nsp_b_)), I_(at(o_nsp)), F_(nsp_loss), F_(nsp_dl),
+    mkp::Nsp ns{P_(pooled), P_(weight(nsp_w_)), P_(weight(nsp_b_)), I_(at(tab->o_nsp)), F_(nsp_loss), F_(nsp_dl),
                 P_(dpooled), static_cast<float>(coef / B), B};
     launch("model_nsp", static_cast<unsigned>(B), &ns);
     mkp::NspParamGrad npg{P_(pooled), F_(nsp_dl), F_(grad(nsp_w_)), F_(grad(nsp_b_)), B};
@@ -254,7 +313,7 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
   CUdeviceptr cur = dgrad_a_.ptr(), other = dgrad_b_.ptr();
   DSKC_CU(cuMemsetD8Async(cur, 0, static_cast<size_t>(rows) * hbytes, ctx_->stream()));
   {
-    mkp::HeadScatter hs{P_(cur), P_(dcls), P_(gl), I_(at(o_pstart)), I_(at(o_prow)), S};
+    mkp::HeadScatter hs{P_(cur), P_(dcls), P_(gl), I_(at(tab->o_pstart)), I_(at(tab->o_prow)), S};
     launch("model_head_grad_scatter", static_cast<unsigned>(B), &hs);
   }
   if (final_ln_w_ >= 0) {
@@ -296,12 +355,12 @@ StepLoss CudaBackend::forward_backward(const Batch& batch, const MicroStep& m) {
     const int table[3] = {word_, pos_, type_};
     for (int i = 0; i < 3; ++i) {
       if (i == 0 && word_split_) {
-        reduce_word_rows(at(o_groups[0][1]), at(o_groups[0][2]), g_word.target);
+        reduce_word_rows(at(tab->o_groups[0][1]), at(tab->o_groups[0][2]), tab->word_targets);
         continue;
       }
-      const int n_groups = static_cast<int>(groups[i]->target.size());
-      mkp::GroupedRows gp{F_(emb_dsum_.ptr()), I_(at(o_groups[i][0])), I_(at(o_groups[i][1])),
-                          I_(at(o_groups[i][2])), F_(grad(table[i])), n_groups};
+      const int n_groups = tab->n_groups[i];
+      mkp::GroupedRows gp{F_(emb_dsum_.ptr()), I_(at(tab->o_groups[i][0])), I_(at(tab->o_groups[i][1])),
+                          I_(at(tab->o_groups[i][2])), F_(grad(table[i])), n_groups};
       launch("model_grouped_rows_accumulate", static_cast<unsigned>(n_groups), &gp);
     }
   }

@@ -216,7 +216,8 @@ TrainResult train(const TrainOptions& opt) {
   setup.schedule.origin_step = state.lr_origin_step;
   result.start_step = state.step;
   // From here on the dataset is read through `batches` only (a worker may be reading it).
-  BatchPrefetcher batches(data, setup.batch.micro_batch, prefetch);
+  BatchPrefetcher batches(data, setup.batch.micro_batch, prefetch,
+                          [b = backend.get()](const Batch& batch) { return b->prepare(batch); });
 
   const BatchSizes& bs = setup.batch;
   const int64_t n_params = count_parameters(shape);
@@ -328,7 +329,7 @@ TrainResult train(const TrainOptions& opt) {
       m.sync_grads = micro == bs.accumulation - 1;
       StepLoss l;
       try {
-        l = backend->forward_backward(batch, m);
+        l = backend->forward_backward_prepared(batch, m, item.prepared.get());
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::Input) throw;
         throw Error(ErrorKind::Input, fmt::format("{}: data at epoch {}, shard {}, sample {}: {}", result.data_dir,

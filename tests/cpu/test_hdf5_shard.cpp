@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "compiler/errors.h"
 #include "tests/test_util.h"
@@ -442,4 +443,31 @@ TEST_CASE("DSKC_TRAIN_PREFETCH: 1 or unset reads ahead, 0 does not, another word
   const Error e = error_of([] { dskc::train_prefetch_from_env(); });
   CHECK(e.kind() == ErrorKind::Config);
   CHECK(std::string(e.what()).find("DSKC_TRAIN_PREFETCH=yes: expected 1") != std::string::npos);
+}
+
+TEST_CASE("BatchPrefetcher: the prepare step runs on the reading thread and travels with its batch") {
+  TempDir dir;
+  write_dataset(dir, {7, 5}, 8, 3);
+  struct Tag : dskc::PreparedBatch {
+    std::vector<int32_t> ids;
+    std::thread::id thread;
+  };
+  for (bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    dskc::ShardDataset d(dir.path.string(), 8, 5);
+    dskc::BatchPrefetcher p(d, 3, ahead, [](const dskc::Batch& b) {
+      auto t = std::make_unique<Tag>();
+      t->ids = sample_ids(b);
+      t->thread = std::this_thread::get_id();
+      return t;
+    });
+    for (int i = 0; i < 5; ++i) {
+      const dskc::BatchPrefetcher::Item it = p.next();
+      const auto* tag = dynamic_cast<const Tag*>(it.prepared.get());
+      REQUIRE(tag != nullptr);
+      CHECK(tag->ids == sample_ids(it.batch));  // prepared from this very batch
+      // Read ahead, the worker prepares it; else the caller, when it asks.
+      CHECK((tag->thread == std::this_thread::get_id()) == !ahead);
+    }
+  }
 }

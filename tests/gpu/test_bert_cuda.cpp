@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "compiler/errors.h"
 #include "gpu_util.h"
@@ -425,4 +426,48 @@ TEST_CASE("CudaBackend phase marks (dskc train --profile_steps): every phase in 
     CHECK(marks[7].device_ms <= marks[7].host_ms + 0.5);
     CHECK(gpu.take_phase_marks().empty());
   }
+}
+
+TEST_CASE("CudaBackend: tables prepared ahead (trainer read-ahead) give bitwise the plain call; one norm pass per step") {
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const ParamMap params = test_params(s, 99);
+    CudaBackend plain(options(s, t)), ahead(options(s, t));
+    plain.import_params(params, "test params");
+    ahead.import_params(params, "test params");
+    for (uint32_t step = 0; step < 3; ++step) {
+      CAPTURE(step);
+      const Batch b = make_batch(4, 32, 6, s.vocab_size, 100 + step);
+      MicroStep m;
+      m.rng_step = step;
+      m.loss_scale = 64.0;
+      plain.zero_grads();
+      ahead.zero_grads();
+      // Prepared on another thread, as the trainer's read-ahead worker does.
+      std::unique_ptr<PreparedBatch> prep;
+      std::thread([&] { prep = ahead.prepare(b); }).join();
+      REQUIRE(prep != nullptr);
+      const StepLoss lp = plain.forward_backward(b, m), la = ahead.forward_backward_prepared(b, m, prep.get());
+      CHECK(la.mlm_loss == lp.mlm_loss);
+      CHECK(la.nsp_loss == lp.nsp_loss);
+      CHECK(ahead.export_grads() == plain.export_grads());
+      // grads_finite and grad_norm share one pass; the norm is that of these gradients.
+      CHECK(ahead.grads_finite());
+      CHECK(ahead.grad_norm(64.0) == plain.grad_norm(64.0));
+    }
+    // The shared pass is dropped when the gradients change.
+    ahead.inject_grad_overflow();
+    CHECK_FALSE(ahead.grads_finite());
+    ahead.zero_grads();
+    CHECK(ahead.grads_finite());
+    CHECK(ahead.grad_norm(1.0) == 0.0);
+  }
+  // A batch the backend rejects is not prepared; forward_backward reports it.
+  CudaBackend gpu(options(s, DType::F16));
+  Batch bad = make_batch(4, 32, 6, s.vocab_size, 1);
+  bad.input_ids[5] = s.vocab_size + 3;
+  CHECK(gpu.prepare(bad) == nullptr);
+  CHECK_THROWS_AS(gpu.forward_backward_prepared(bad, MicroStep{}, nullptr), Error);
 }
