@@ -68,6 +68,10 @@ const std::vector<ModelKernel>& model_kernels() {
        "ordered sum of partials; grid = stride"},
       {"model_adam_step", "AdamParams", 104, "adam_step_impl<false>(p)", "Adam, L2 weight decay; grid-stride"},
       {"model_adamw_step", "AdamParams", 104, "adam_step_impl<true>(p)", "AdamW (decoupled decay); grid-stride"},
+      {"model_adam_multi", "AdamMultiParams", 120, "adam_multi_impl<false>(p)",
+       "Adam over every tensor + compute copies; grid = Σ chunks"},
+      {"model_adamw_multi", "AdamMultiParams", 120, "adam_multi_impl<true>(p)",
+       "AdamW over every tensor + compute copies; grid = Σ chunks"},
       {"model_lamb_stage1", "LambParams", 120, "lamb_stage1_impl(p)", "Lamb moments + norm partials; fixed grid"},
       {"model_lamb_stage2", "LambParams", 120, "lamb_stage2_impl(p)", "Lamb trust ratio + update; grid-stride"},
   };

@@ -10,6 +10,7 @@
 #include <exception>
 #include <limits>
 
+#include "compiler/env_choice.h"
 #include "compiler/errors.h"
 #include "compiler/model_codegen.h"
 #include "compiler/nvrtc_compile.h"
@@ -43,6 +44,12 @@ CUdeviceptr CudaBackend::Growable::ensure(Context& ctx, size_t bytes) {
 }
 
 CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtype) {
+  multi_tensor_optimizer_ =
+      opt.multi_tensor_optimizer < 0
+          ? env_choice("DSKC_OPTIMIZER", true, {{"multi", true}, {"per_tensor", false}},
+                       "multi (the default: Adam / AdamW over every parameter in one launch) or per_tensor (two "
+                       "launches per parameter tensor)")
+          : opt.multi_tensor_optimizer != 0;
   ctx_ = std::make_unique<Context>(opt.local_rank >= 0 ? opt.local_rank : -1);
   ctx_->set_memory_cap(opt.memory_cap_bytes);
   eb_ = static_cast<size_t>(dtype_bytes(dtype_));
@@ -405,6 +412,7 @@ double CudaBackend::grad_norm(double grad_scale) {
 
 void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) {
   ctx_->make_current();
+  if (s.type != OptimizerType::Lamb && multi_tensor_optimizer_) return adam_multi(s, a);
   const double gmul = a.clip_coef / a.grad_scale;
   const double t = static_cast<double>(a.step);
   const double bc1 = s.bias_correction ? 1.0 - std::pow(s.beta1, t) : 1.0;
@@ -431,6 +439,49 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
     }
   }
   sync_compute_params();
+  ctx_->synchronize();
+}
+
+void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
+  constexpr uint64_t kChunk = 2048;  // elements per block: 8 per thread
+  if (adam_segments_.bytes() == 0) {  // the compute copies do not move: one table for the run
+    std::vector<mkp::AdamSegment> segs;
+    uint64_t chunks = 0;
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      const ModelParamSpec& sp = specs_[i];
+      const uint64_t n = static_cast<uint64_t>(sp.numel());
+      const CUdeviceptr dst = sp.layer >= 0 ? layers_[static_cast<size_t>(sp.layer)]->param(sp.layer_param)
+                                            : weight(static_cast<int>(i));
+      segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(dst), sp.weight_decay() ? 1 : 0, 0});
+      chunks += (n + kChunk - 1) / kChunk;
+    }
+    DSKC_ASSERT(chunks <= 0x7fffffffu, "adam_multi: grid too large");
+    adam_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
+    DSKC_CU(cuMemcpyHtoDAsync(adam_segments_.ptr(), segs.data(), adam_segments_.bytes(), ctx_->stream()));
+    ctx_->synchronize();  // `segs` goes out of scope
+    adam_chunks_ = static_cast<unsigned>(chunks);
+    adam_n_segs_ = static_cast<int>(segs.size());
+  }
+  const double t = static_cast<double>(a.step);
+  const double bc1 = s.bias_correction ? 1.0 - std::pow(s.beta1, t) : 1.0;
+  const double bc2 = s.bias_correction ? 1.0 - std::pow(s.beta2, t) : 1.0;
+  mkp::AdamMulti p{reinterpret_cast<float*>(master_.ptr()),
+                   reinterpret_cast<const float*>(grads_.ptr()),
+                   reinterpret_cast<float*>(exp_avg_.ptr()),
+                   reinterpret_cast<float*>(exp_avg_sq_.ptr()),
+                   reinterpret_cast<const mkp::AdamSegment*>(adam_segments_.ptr()),
+                   a.clip_coef / a.grad_scale,
+                   s.beta1,
+                   s.beta2,
+                   bc1,
+                   std::sqrt(bc2),
+                   s.eps,
+                   a.lr,
+                   s.weight_decay,
+                   kChunk,
+                   adam_n_segs_};
+  const bool adamw = s.type == OptimizerType::AdamW || s.adam_w_mode;
+  launch(adamw ? "model_adamw_multi" : "model_adam_multi", adam_chunks_, &p);
   ctx_->synchronize();
 }
 

@@ -99,6 +99,8 @@ class CudaBackend : public TrainBackend {
   void launch(const char* kernel, unsigned grid, const void* params);
   void launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params);
   void sync_compute_params();  // masters -> layer and head weights (dtype)
+  // Adam / AdamW over every parameter in one launch that also writes the compute copies.
+  void adam_multi(const OptimizerSettings& s, const UpdateArgs& a);
   int index_of(const std::string& name) const;
   CUdeviceptr master(int idx) const { return master_.ptr() + offset_[idx] * 4; }
   CUdeviceptr grad(int idx) const { return grads_.ptr() + offset_[idx] * 4; }
@@ -155,6 +157,12 @@ class CudaBackend : public TrainBackend {
   CUevent staging_done_ = nullptr;
   // Σ g² of the accumulated gradients, kept from grads_finite() for grad_norm() until they change.
   std::optional<double> sumsq_;
+  // BackendOptions::multi_tensor_optimizer resolved; adam_multi's segment table (built at its first
+  // step) and grid.
+  bool multi_tensor_optimizer_ = true;
+  DeviceBuffer adam_segments_;
+  unsigned adam_chunks_ = 0;
+  int adam_n_segs_ = 0;
   int vocab_pad_ = 0;  // logits row stride (vocab rounded up to 8 elements: aligned rows)
 
   // Data parallel: buckets over grads_ (each bucket is a run of consecutive parameters, so one

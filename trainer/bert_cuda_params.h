@@ -134,6 +134,20 @@ struct Adam {
   double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
   uint64_t n;
 };
+struct AdamSegment {
+  uint64_t offset, n, first_chunk;
+  MPtr dst;
+  int32_t decay, pad;
+};
+struct AdamMulti {
+  float* p;
+  const float* g;
+  float *m, *v;
+  const AdamSegment* segs;
+  double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
+  uint64_t chunk;
+  int n_segs;
+};
 struct Lamb {
   float* p;
   const float* g;
@@ -164,6 +178,8 @@ static_assert(sizeof(ScatterRows) == 32);
 static_assert(sizeof(SumSq) == 24);
 static_assert(sizeof(ReducePartials) == 24);
 static_assert(sizeof(Adam) == 104);
+static_assert(sizeof(AdamSegment) == 40);
+static_assert(sizeof(AdamMulti) == 120);
 static_assert(sizeof(Lamb) == 120);
 
 }  // namespace dskc::mkp

@@ -15,6 +15,8 @@
 //   sumsq_partial / reduce_partials  Σ x² in double: grid-stride over a FIXED grid, then one
 //                        block adds the partials in order (deterministic two-stage)
 //   adam_step / lamb_stage1 / lamb_stage2  trainer/optimizer.h's updates in double
+//   adam_multi           adam_step over every parameter tensor in one launch (a table of
+//                        segments of the flat buffers), writing the compute copies too
 // Grid-stride loops use gridDim.x, so results depend only on the launch's grid size.
 #pragma once
 #include "dskc_config.cuh"
@@ -91,6 +93,26 @@ struct AdamParams {
   float* v;
   double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
   unsigned long long n;
+};
+
+// One parameter tensor of adam_multi: its place in the flat fp32 buffers (masters, gradients and
+// moments share offsets), its compute copy, whether it decays, and its first chunk of the grid.
+struct AdamSegment {
+  unsigned long long offset, n, first_chunk;
+  T* dst;
+  int decay;
+};
+static_assert(sizeof(AdamSegment) == 40, "trainer/bert_cuda_params.h mkp::AdamSegment");
+
+struct AdamMultiParams {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  const AdamSegment* segs;  // by first_chunk, ascending
+  double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
+  unsigned long long chunk;  // elements per block
+  int n_segs;
 };
 
 struct LambParams {
@@ -240,20 +262,46 @@ __device__ __forceinline__ void reduce_partials_impl(const ReducePartialsParams&
 }
 
 // Adam / AdamW (kAdamW: decoupled decay; else L2: g += wd·p). bc1 and sqrt_bc2 are 1 without
-// bias correction.
+// bias correction. One element: updates m[i], v[i] and returns the new p[i] (the caller stores it).
+template <bool kAdamW, typename A>
+__device__ __forceinline__ float adam_element(const A& a, double wd, unsigned long long i) {
+  const double p = a.p[i];
+  double g = a.g[i] * a.gmul;
+  if constexpr (!kAdamW) g += wd * p;
+  const double m = a.beta1 * a.m[i] + (1.0 - a.beta1) * g;
+  const double v = a.beta2 * a.v[i] + (1.0 - a.beta2) * g * g;
+  a.m[i] = static_cast<float>(m);
+  a.v[i] = static_cast<float>(v);
+  double u = (m / a.bc1) / (sqrt(v) / a.sqrt_bc2 + a.eps);
+  if constexpr (kAdamW) u += wd * p;
+  return static_cast<float>(p - a.lr * u);
+}
+
 template <bool kAdamW>
 __device__ __forceinline__ void adam_step_impl(const AdamParams& a) {
-  DSKC_GRID_STRIDE(i, a.n) {
-    const double p = a.p[i];
-    double g = a.g[i] * a.gmul;
-    if constexpr (!kAdamW) g += a.wd * p;
-    const double m = a.beta1 * a.m[i] + (1.0 - a.beta1) * g;
-    const double v = a.beta2 * a.v[i] + (1.0 - a.beta2) * g * g;
-    a.m[i] = static_cast<float>(m);
-    a.v[i] = static_cast<float>(v);
-    double u = (m / a.bc1) / (sqrt(v) / a.sqrt_bc2 + a.eps);
-    if constexpr (kAdamW) u += a.wd * p;
-    a.p[i] = static_cast<float>(p - a.lr * u);
+  DSKC_GRID_STRIDE(i, a.n) a.p[i] = adam_element<kAdamW>(a, a.wd, i);
+}
+
+// Block b updates chunk b - first_chunk of the segment whose chunks hold b (binary search), and
+// writes each new master value's compute copy as cast_params would.
+template <bool kAdamW>
+__device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
+  int lo = 0, hi = a.n_segs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.segs[mid].first_chunk <= blockIdx.x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const AdamSegment s = a.segs[lo];
+  const unsigned long long begin = (blockIdx.x - s.first_chunk) * a.chunk;
+  const unsigned long long end = begin + a.chunk < s.n ? begin + a.chunk : s.n;
+  const double wd = s.decay ? a.wd : 0.0;
+  for (unsigned long long j = begin + threadIdx.x; j < end; j += kModelThreads) {
+    const float p = adam_element<kAdamW>(a, wd, s.offset + j);
+    a.p[s.offset + j] = p;
+    s.dst[j] = from_f<T>(p);
   }
 }
 

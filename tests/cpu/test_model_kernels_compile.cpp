@@ -69,6 +69,7 @@ TEST_CASE("the host params structs (trainer/bert_cuda_params.h) have the sizes t
       {"ColSumParams", sizeof(mkp::ColSum)},             {"GroupedRowsParams", sizeof(mkp::GroupedRows)},
       {"SumSqParams", sizeof(mkp::SumSq)},               {"ReducePartialsParams", sizeof(mkp::ReducePartials)},
       {"AdamParams", sizeof(mkp::Adam)},                 {"LambParams", sizeof(mkp::Lamb)},
+      {"AdamMultiParams", sizeof(mkp::AdamMulti)},
       {"AddPairParams", sizeof(mkp::AddPair)},           {"GroupedRowsCompactParams", sizeof(mkp::GroupedRowsCompact)},
       {"ScatterRowsParams", sizeof(mkp::ScatterRows)}};
   for (const ModelKernel& k : model_kernels()) {

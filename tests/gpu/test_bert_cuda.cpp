@@ -471,3 +471,51 @@ TEST_CASE("CudaBackend: tables prepared ahead (trainer read-ahead) give bitwise 
   CHECK(gpu.prepare(bad) == nullptr);
   CHECK_THROWS_AS(gpu.forward_backward_prepared(bad, MicroStep{}, nullptr), Error);
 }
+
+TEST_CASE("CudaBackend multi-tensor Adam (one launch, compute copies included): bitwise the per-tensor launches") {
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const ParamMap params = test_params(s, 31);
+    BackendOptions multi_opt = options(s, t), per_opt = options(s, t);
+    multi_opt.multi_tensor_optimizer = 1;
+    per_opt.multi_tensor_optimizer = 0;
+    CudaBackend multi(multi_opt), per(per_opt);
+    multi.import_params(params, "test params");
+    per.import_params(params, "test params");
+    OptimizerSettings adamw;
+    adamw.type = OptimizerType::Adam;
+    adamw.lr = 1e-3;
+    adamw.weight_decay = 0.01;
+    adamw.bias_correction = true;
+    OptimizerSettings adam_l2 = adamw;
+    adam_l2.adam_w_mode = false;
+    const OptimizerSettings* settings[] = {&adamw, &adam_l2, &adamw};
+    StepLoss before{};
+    for (int step = 1; step <= 3; ++step) {
+      CAPTURE(step);
+      const Batch b = make_batch(4, 32, 6, s.vocab_size, 40 + step);
+      MicroStep m;
+      m.loss_scale = 64.0;
+      m.rng_step = static_cast<uint32_t>(step);
+      multi.zero_grads();
+      per.zero_grads();
+      // The losses read the compute copies the previous step's update wrote (cast fused in, or not).
+      const StepLoss lm = multi.forward_backward(b, m), lp = per.forward_backward(b, m);
+      CHECK(lm.mlm_loss == lp.mlm_loss);
+      CHECK(lm.nsp_loss == lp.nsp_loss);
+      if (step > 1) CHECK(lm.mlm_loss != before.mlm_loss);  // the update moved the weights
+      before = lm;
+      UpdateArgs a;
+      a.lr = 2e-3;
+      a.grad_scale = 64.0;
+      a.step = step;
+      a.clip_coef = clip_coefficient(per.grad_norm(64.0), 1.0);
+      multi.optimizer_step(*settings[step - 1], a);
+      per.optimizer_step(*settings[step - 1], a);
+      CHECK(multi.export_params() == per.export_params());
+      CHECK(multi.export_optimizer_state() == per.export_optimizer_state());
+    }
+  }
+}
