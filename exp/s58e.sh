@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 58, for the next session's first call (`bash exp/pack.sh 595 exp/s58e.sh`):
+# Superseded by exp/s59a.sh (never run; its patch is on main since session 59). Prepared in session 58, for the next session's first call (`bash exp/pack.sh 595 exp/s58e.sh`):
 # layers launched as CUDA graphs in training, exp/layer_graphs.patch (LayerOptions::cuda_graphs,
 # DSKC_LAYER_GRAPHS, `dskc train --cuda_graphs`: each layer's forward and backward re-captured every
 # call with that call's arguments and launched as one graph, the executable graph updated in place;
@@ -12,7 +12,6 @@
 # costs, -0.008 ms of ~0.8 per layer in v51; the host already runs ahead), +2-3% with all three flags
 # (-0.04 ms per layer backward in v51).
 . "$(dirname "$0")/common.sh"
-apply_patch exp/layer_graphs.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 el "new GPU cases"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 59 (no device was lent that session), for the next session's first call
-# (`bash exp/pack.sh 595 exp/s59a.sh`). Supersedes exp/s58e.sh (never run). Two patches, applied in
-# this order:
+# (`bash exp/pack.sh 595 exp/s59a.sh`). Supersedes exp/s58e.sh (never run). Ran in session 59 itself on
+# an H200 (`bash exp/pack.sh 300 exp/s59a.sh; bash exp/s59c.sh 150`) with these patches applied in
+# this order; after that run they landed on main (commits a0246ba..0617989) and were removed from exp/:
 #  - exp/layer_graphs.patch (session 58, bench/NOTES.md v51): layers launched as CUDA graphs in
 #    training (LayerOptions::cuda_graphs, DSKC_LAYER_GRAPHS, `dskc train --cuda_graphs`).
 #  - exp/step_profile.patch (session 59): `dskc train --profile_steps N`, the last N steps timed by
@@ -30,10 +31,6 @@
 # GPU suite (a separate call: a machine taken back mid-call loses the call's logs).
 # Graph prediction: training +0.5-1% seq/s without flags, +2-3% with all three flags.
 . "$(dirname "$0")/common.sh"
-apply_patch exp/layer_graphs.patch
-apply_patch exp/step_profile.patch
-apply_patch exp/train_overlap.patch
-apply_patch exp/multi_adam.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 el "new GPU cases"

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Prepared in session 59, for the call after exp/s59a.sh (`bash exp/pack.sh 595 exp/s59b.sh`): the same
-# four patches (exp/layer_graphs.patch, step_profile, train_overlap, multi_adam), the whole
+# Prepared in session 59, for the call after exp/s59a.sh (`bash exp/pack.sh 595 exp/s59b.sh`): on main
+# with the four session-59 changes (graphs in training, step profile, tables ahead, one-launch Adam), the whole
 # `ctest -L gpu`, then the burst layer matrix replayed from CUDA graphs (the form training runs with
 # --cuda_graphs) for the default, stochastic_mode and all three memory flags, 3 interleaved rounds.
 . "$(dirname "$0")/common.sh"
-for p in layer_graphs step_profile train_overlap multi_adam; do apply_patch exp/$p.patch; done
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 ctest_gpu 16 420 300
