@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepared in session 59, for the next session's first call (`bash exp/pack.sh 560 exp/s60a.sh`):
+# exp/ln_param_split.patch, the LayerNorm gamma/beta gradients of the model (embedding, final and MLM
+# transform LayerNorms) in two deterministic stages: partial sums of 64-row chunks over every block of
+# the grid, then their sum in chunk order (model_layernorm_param_grad_part / _finish), where one block
+# per 256 columns walked all 8192 rows (4 blocks on the whole GPU). Session 59's step profile (H200,
+# bench/NOTES.md t1) put the heads at 3.16 ms and the embeddings backward at 3.09 ms of a 38.5 ms step.
+# Prediction: both phases -1 to -2 ms (the serial walks read 32 MB and 48 MB on 4 SMs), +5-8% seq/s.
+# Steps: build with the patch, the CUDA backend's GPU tests (gradients against the CPU backend), a
+# profiled BERT-Large train run (seq 128, micro-batch 64, fp16, accumulation 1, steps 21-40 of 40);
+# the patch reversed, dskc rebuilt, the same run (the A/B on one machine); then the patch again and
+# the whole `ctest -L gpu` with the time left (session 59's suite did not finish: test_layer_behaviour
+# and test_layer_numerics.3 were still running when its time ran out).
+. "$(dirname "$0")/common.sh"
+apply_patch exp/ln_param_split.patch
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+build_gpu -j16
+el "CUDA backend GPU tests"
+gpu_test test_bert_cuda.log 150 gpu_test_bert_cuda
+W=/tmp/s60a; mkdir -p $W
+build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
+  --max_predictions_per_seq 20 --dupe_factor 2 > $OUT/prepare.log 2>&1 || { tail -5 $OUT/prepare.log; exit 1; }
+train() {  # train TAG ARGS...
+  local tag=$1; shift
+  timeout 120 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+    --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
+    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
+    --profile_steps 20 --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 \
+    --data_dir $W/data --output_dir $W/$tag "$@" > $OUT/train_$tag.log 2>&1
+  local rc=$?
+  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' $OUT/train_$tag.log | tail -1)"
+  grep -E "heads|embeddings backward|whole step" $OUT/train_$tag.log
+  rm -rf $W/$tag
+}
+el "train with the split"
+train split1
+git apply -R exp/ln_param_split.patch && ninja -C build-gpu dskc > $OUT/build_rev.log 2>&1 || exit 1
+el "train without (the patch reversed)"
+train serial1
+git apply exp/ln_param_split.patch && ninja -C build-gpu dskc > $OUT/build_fwd.log 2>&1 || exit 1
+train split2
+ctest_gpu 16 $(( 550 - $(date +%s) + t0 )) 300
+el done
