@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Prepared in session 59, for the next session's first call (`bash exp/pack.sh 560 exp/s60a.sh`):
-# exp/ln_param_split.patch, the LayerNorm gamma/beta gradients of the model (embedding, final and MLM
-# transform LayerNorms) in two deterministic stages: partial sums of 64-row chunks over every block of
-# the grid, then their sum in chunk order (model_layernorm_param_grad_part / _finish), where one block
-# per 256 columns walked all 8192 rows (4 blocks on the whole GPU). Session 59's step profile (H200,
-# bench/NOTES.md t1) put the heads at 3.16 ms and the embeddings backward at 3.09 ms of a 38.5 ms step.
-# Prediction: both phases -1 to -2 ms (the serial walks read 32 MB and 48 MB on 4 SMs), +5-8% seq/s.
+# exp/model_reductions_split.patch, two of the model module's deterministic reductions in two stages:
+#  - the LayerNorm gamma/beta gradients (embedding, final and MLM transform LayerNorms): partial sums
+#    of 64-row chunks over every block of the grid, then their sum in chunk order
+#    (model_layernorm_param_grad_part / _finish), where one block per 256 columns walked all 8192 rows
+#    (4 blocks on the whole GPU);
+#  - the embedding-table gradients: each token-id / position / token-type group cut into pieces of at
+#    most 64 rows summed by one block each, then each group's pieces in order
+#    (model_grouped_rows_part / _finish), where one block per group walked it alone (the padding id
+#    and the two token types hold thousands of rows). Groups of at most 64 rows sum as before.
+# Session 59's step profile (H200, bench/NOTES.md t1) put the heads at 3.16 ms and the embeddings
+# backward at 3.09 ms of a 38.5 ms step. Prediction: both phases -1 to -2.5 ms, +5-10% seq/s.
 # Steps: build with the patch, the CUDA backend's GPU tests (gradients against the CPU backend), a
 # profiled BERT-Large train run (seq 128, micro-batch 64, fp16, accumulation 1, steps 21-40 of 40);
 # the patch reversed, dskc rebuilt, the same run (the A/B on one machine); then the patch again and
 # the whole `ctest -L gpu` with the time left (session 59's suite did not finish: test_layer_behaviour
 # and test_layer_numerics.3 were still running when its time ran out).
 . "$(dirname "$0")/common.sh"
-apply_patch exp/ln_param_split.patch
+apply_patch exp/model_reductions_split.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 build_gpu -j16
 el "CUDA backend GPU tests"
@@ -34,10 +39,10 @@ train() {  # train TAG ARGS...
 }
 el "train with the split"
 train split1
-git apply -R exp/ln_param_split.patch && ninja -C build-gpu dskc > $OUT/build_rev.log 2>&1 || exit 1
+git apply -R exp/model_reductions_split.patch && ninja -C build-gpu dskc > $OUT/build_rev.log 2>&1 || exit 1
 el "train without (the patch reversed)"
 train serial1
-git apply exp/ln_param_split.patch && ninja -C build-gpu dskc > $OUT/build_fwd.log 2>&1 || exit 1
+git apply exp/model_reductions_split.patch && ninja -C build-gpu dskc > $OUT/build_fwd.log 2>&1 || exit 1
 train split2
 ctest_gpu 16 $(( 550 - $(date +%s) + t0 )) 300
 el done
