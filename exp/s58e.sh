@@ -18,20 +18,8 @@ el "new GPU cases"
 gpu_test test_layer_graphs.log 200 gpu_test_layer_behaviour -tc="*CUDA graph*"
 gpu_test test_bert_graphs.log 120 gpu_test_bert_cuda -tc="*cuda_graphs*"
 el "train A/B"
-W=/tmp/s58e; mkdir -p $W
-build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
-  --max_predictions_per_seq 20 --dupe_factor 2 > $OUT/prepare.log 2>&1 || { tail -5 $OUT/prepare.log; exit 1; }
-train() {  # train TAG ARGS...
-  local tag=$1; shift
-  timeout 120 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
-    --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
-    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
-    --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 --data_dir $W/data \
-    --output_dir $W/$tag "$@" > $OUT/train_$tag.log 2>&1
-  local rc=$?  # before any other expansion resets $?
-  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' $OUT/train_$tag.log | tail -1)"
-  rm -rf $W/$tag
-}
+large_train_data /tmp/s58e
+train() { large_train "$@"; }
 for r in 1 2; do train plain$r; train graphs$r --cuda_graphs; done
 train flags_plain $FL_ALL; train flags_graphs $FL_ALL --cuda_graphs
 ctest_gpu 16 $(( 590 - $(date +%s) + t0 )) 300

@@ -22,20 +22,10 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | te
 build_gpu -j16
 el "CUDA backend GPU tests"
 gpu_test test_bert_cuda.log 150 gpu_test_bert_cuda
-W=/tmp/s60a; mkdir -p $W
-build-gpu/dskc prepare-data --input examples/corpus --output_dir $W/data --vocab_size 30522 --max_seq_length 128 \
-  --max_predictions_per_seq 20 --dupe_factor 2 > $OUT/prepare.log 2>&1 || { tail -5 $OUT/prepare.log; exit 1; }
-train() {  # train TAG ARGS...
-  local tag=$1; shift
-  timeout 120 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
-    --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
-    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
-    --profile_steps 20 --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 \
-    --data_dir $W/data --output_dir $W/$tag "$@" > $OUT/train_$tag.log 2>&1
-  local rc=$?
-  echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' $OUT/train_$tag.log | tail -1)"
-  grep -E "heads|embeddings backward|whole step" $OUT/train_$tag.log
-  rm -rf $W/$tag
+large_train_data /tmp/s60a
+train() {  # train TAG ARGS...: large_train, then the phases the patch is about
+  large_train "$@"
+  grep -E "heads|embeddings backward|whole step" "$OUT/train_$1.log"
 }
 el "train with the split"
 train split1
