@@ -29,6 +29,11 @@ constexpr size_t kAlignBytes = 256;
 constexpr int kPartials = 1024;      // fixed grid of the two-stage reductions
 constexpr unsigned kMaxGrid = 4096;  // grid-stride kernels
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+// Adam's bias corrections 1 − β1^t and 1 − β2^t (1 without bias correction).
+std::pair<double, double> bias_corrections(const OptimizerSettings& s, int64_t step) {
+  const double t = static_cast<double>(step);
+  return s.bias_correction ? std::pair{1.0 - std::pow(s.beta1, t), 1.0 - std::pow(s.beta2, t)} : std::pair{1.0, 1.0};
+}
 unsigned stride_grid(size_t n) {
   return static_cast<unsigned>(std::clamp<size_t>((n + kModelBlock - 1) / kModelBlock, 1, kMaxGrid));
 }
@@ -307,14 +312,17 @@ void CudaBackend::launch_on(CUstream stream, const char* kernel, unsigned grid, 
   DSKC_CU(cuLaunchKernel(f, grid, 1, 1, kModelBlock, 1, 1, 0, stream, args, nullptr));
 }
 
+CUdeviceptr CudaBackend::compute_copy(int idx) const {
+  const ModelParamSpec& sp = specs_[static_cast<size_t>(idx)];
+  return sp.layer >= 0 ? layers_[static_cast<size_t>(sp.layer)]->param(sp.layer_param) : weight(idx);
+}
+
 void CudaBackend::sync_compute_params() {
   ctx_->make_current();
   for (size_t i = 0; i < specs_.size(); ++i) {
-    const ModelParamSpec& sp = specs_[i];
-    const CUdeviceptr dst = sp.layer >= 0 ? layers_[static_cast<size_t>(sp.layer)]->param(sp.layer_param)
-                                          : weight(static_cast<int>(i));
-    mkp::Cast p{reinterpret_cast<const float*>(master(static_cast<int>(i))), reinterpret_cast<void*>(dst),
-                static_cast<uint64_t>(sp.numel())};
+    const int idx = static_cast<int>(i);
+    mkp::Cast p{reinterpret_cast<const float*>(master(idx)), reinterpret_cast<void*>(compute_copy(idx)),
+                static_cast<uint64_t>(specs_[i].numel())};
     launch("model_cast_params", stride_grid(p.n), &p);
   }
 }
@@ -414,9 +422,7 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
   ctx_->make_current();
   if (s.type != OptimizerType::Lamb && multi_tensor_optimizer_) return adam_multi(s, a);
   const double gmul = a.clip_coef / a.grad_scale;
-  const double t = static_cast<double>(a.step);
-  const double bc1 = s.bias_correction ? 1.0 - std::pow(s.beta1, t) : 1.0;
-  const double bc2 = s.bias_correction ? 1.0 - std::pow(s.beta2, t) : 1.0;
+  const auto [bc1, bc2] = bias_corrections(s, a.step);
   for (size_t i = 0; i < specs_.size(); ++i) {
     const int idx = static_cast<int>(i);
     const double wd = specs_[i].weight_decay() ? s.weight_decay : 0.0;
@@ -450,9 +456,8 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
     for (size_t i = 0; i < specs_.size(); ++i) {
       const ModelParamSpec& sp = specs_[i];
       const uint64_t n = static_cast<uint64_t>(sp.numel());
-      const CUdeviceptr dst = sp.layer >= 0 ? layers_[static_cast<size_t>(sp.layer)]->param(sp.layer_param)
-                                            : weight(static_cast<int>(i));
-      segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(dst), sp.weight_decay() ? 1 : 0, 0});
+      segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))),
+                      sp.weight_decay() ? 1 : 0, 0});
       chunks += (n + kChunk - 1) / kChunk;
     }
     DSKC_ASSERT(chunks <= 0x7fffffffu, "adam_multi: grid too large");
@@ -462,9 +467,7 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
     adam_chunks_ = static_cast<unsigned>(chunks);
     adam_n_segs_ = static_cast<int>(segs.size());
   }
-  const double t = static_cast<double>(a.step);
-  const double bc1 = s.bias_correction ? 1.0 - std::pow(s.beta1, t) : 1.0;
-  const double bc2 = s.bias_correction ? 1.0 - std::pow(s.beta2, t) : 1.0;
+  const auto [bc1, bc2] = bias_corrections(s, a.step);
   mkp::AdamMulti p{reinterpret_cast<float*>(master_.ptr()),
                    reinterpret_cast<const float*>(grads_.ptr()),
                    reinterpret_cast<float*>(exp_avg_.ptr()),

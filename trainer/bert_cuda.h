@@ -105,6 +105,7 @@ class CudaBackend : public TrainBackend {
   CUdeviceptr master(int idx) const { return master_.ptr() + offset_[idx] * 4; }
   CUdeviceptr grad(int idx) const { return grads_.ptr() + offset_[idx] * 4; }
   CUdeviceptr weight(int idx) const;  // dtype copy of a non-encoder parameter
+  CUdeviceptr compute_copy(int idx) const;  // dtype copy of any parameter (a layer's or weight(idx))
   size_t numel(int idx) const { return static_cast<size_t>(specs_[idx].numel()); }
   ncclDataType_t nccl_dtype() const { return dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16; }
   ParamMap download_all(const DeviceBuffer& buf, const std::string& prefix_avg = "") const;
