@@ -8,14 +8,18 @@
 #  - the embedding-table gradients: each token-id / position / token-type group cut into pieces of at
 #    most 64 rows summed by one block each, then each group's pieces in order
 #    (model_grouped_rows_part / _finish), where one block per group walked it alone (the padding id
-#    and the two token types hold thousands of rows). Groups of at most 64 rows sum as before.
+#    and the two token types hold thousands of rows). Groups of at most 64 rows sum as before;
+#  - (added in session 60) the bias-gradient column sums: 32 columns per block, its 8 warps on row
+#    slices added in slice order, where one thread per column walked all rows (~120 blocks for the
+#    decoder bias's 30522 columns).
 # Session 59's step profile (H200, bench/NOTES.md t1) put the heads at 3.16 ms and the embeddings
 # backward at 3.09 ms of a 38.5 ms step. Prediction: both phases -1 to -2.5 ms, +5-10% seq/s.
 # Steps: build with the patch, the CUDA backend's GPU tests (gradients against the CPU backend), a
 # profiled BERT-Large train run (seq 128, micro-batch 64, fp16, accumulation 1, steps 21-40 of 40);
-# the patch reversed, dskc rebuilt, the same run (the A/B on one machine); then the patch again and
-# the whole `ctest -L gpu` with the time left (session 59's suite did not finish: test_layer_behaviour
-# and test_layer_numerics.3 were still running when its time ran out).
+# the patch reversed, dskc rebuilt, the same run (the A/B on one machine); then the patch again, the
+# run once more, and the model module's kernels over 3 training steps by Nsight Compute (what the
+# heads and the embeddings backward still spend). The whole `ctest -L gpu` with all three of session
+# 60's patches: exp/s60c.sh.
 . "$(dirname "$0")/common.sh"
 apply_patch exp/model_reductions_split.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -34,5 +38,13 @@ el "train without (the patch reversed)"
 train serial1
 git apply exp/model_reductions_split.patch && ninja -C build-gpu dskc > $OUT/build_fwd.log 2>&1 || exit 1
 train split2
-ctest_gpu 16 $(( 550 - $(date +%s) + t0 )) 300
+el "the model module's kernels in 3 training steps by Nsight Compute (with the split)"
+timeout 150 "$NCU" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none -k regex:model_ \
+  build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+  --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
+  --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 3 --print_steps 1 \
+  --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 --data_dir "$LT_DIR/data" \
+  --output_dir "$LT_DIR/ncu" > "$OUT/ncu_model.csv" 2> "$OUT/ncu_model_err.txt"
+echo "ncu rc=$?"
+python3 exp/ncu_kernels.py "$OUT/ncu_model.csv" --steps 3 --top 30 | tee "$OUT/ncu_model.txt"
 el done
