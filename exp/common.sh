@@ -210,3 +210,9 @@ large_train() {
   echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' "$OUT/train_$tag.log" | tail -1)"
   rm -rf "${LT_DIR:?}/$tag"
 }
+# large_train, then the profile lines matching PHASES (an egrep pattern): train_phases PHASES TAG [flags...]
+train_phases() {
+  local phases=$1; shift
+  large_train "$@"
+  grep -E "$phases" "$OUT/train_$1.log"
+}

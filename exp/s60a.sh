@@ -27,10 +27,7 @@ build_gpu -j16
 el "CUDA backend GPU tests"
 gpu_test test_bert_cuda.log 150 gpu_test_bert_cuda
 large_train_data /tmp/s60a
-train() {  # train TAG ARGS...: large_train, then the phases the patch is about
-  large_train "$@"
-  grep -E "heads|embeddings backward|whole step" "$OUT/train_$1.log"
-}
+train() { train_phases "heads|embeddings backward|whole step" "$@"; }  # the phases the patch is about
 el "train with the split"
 train split1
 git apply -R exp/model_reductions_split.patch && ninja -C build-gpu dskc > $OUT/build_rev.log 2>&1 || exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 60, one call for the three prepared patches (`END=575 bash exp/pack.sh 585 exp/s60c.sh`;
-# END: seconds from the start by which ctest must stop), when the
+# END: seconds from the start by which ctest must stop; SUITE=0 for a short call: dskc and the CUDA
+# backend's tests built, no suite), when the
 # device time left does not hold two calls:
 #  - exp/model_reductions_split.patch: the model module's reductions in two stages (LayerNorm
 #    parameter gradients in 64-row chunk partials, embedding-gradient groups in pieces of <= 64 rows,
@@ -19,7 +20,8 @@ apply_patch exp/model_reductions_split.patch
 apply_patch exp/optimizer_f32.patch
 apply_patch exp/lazy_zero.patch
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-build_gpu -j16
+targets=""; [ "${SUITE:-1}" = 0 ] && targets="dskc gpu_test_bert_cuda"
+build_gpu -j16 $targets
 bert_tests() {  # bert_tests LOG: the CUDA backend's GPU tests; rc 0 when they pass
   timeout 120 build-gpu/tests/gpu_test_bert_cuda > "$OUT/$1" 2>&1; local rc=$?
   echo "$1 rc=$rc"; tail -3 "$OUT/$1"
@@ -29,20 +31,17 @@ bert_tests() {  # bert_tests LOG: the CUDA backend's GPU tests; rc 0 when they p
 el "CUDA backend GPU tests"
 applied="model_reductions_split optimizer_f32 lazy_zero"
 if ! bert_tests test_bert_cuda.log; then
-  git apply -R exp/lazy_zero.patch && ninja -C build-gpu > "$OUT/build_nolazy.log" 2>&1 || exit 1
+  git apply -R exp/lazy_zero.patch && ninja -C build-gpu $targets > "$OUT/build_nolazy.log" 2>&1 || exit 1
   applied="model_reductions_split optimizer_f32"
   if ! bert_tests test_bert_cuda_nolazy.log; then
-    git apply -R exp/optimizer_f32.patch && ninja -C build-gpu > "$OUT/build_split.log" 2>&1 || exit 1
+    git apply -R exp/optimizer_f32.patch && ninja -C build-gpu $targets > "$OUT/build_split.log" 2>&1 || exit 1
     applied="model_reductions_split"
     bert_tests test_bert_cuda_split.log || exit 1
   fi
 fi
 echo "applied: $applied"
 large_train_data /tmp/s60c
-train() {  # train TAG ARGS...: large_train, then the main phases
-  large_train "$@"
-  grep -E "heads|embeddings backward|optimizer|overflow|zero grad|encoder|whole step" "$OUT/train_$1.log"
-}
+train() { train_phases "heads|embeddings backward|optimizer|overflow|zero grad|encoder|whole step" "$@"; }
 el "train with: $applied"
 train new1
 for p in lazy_zero optimizer_f32 model_reductions_split; do
@@ -51,6 +50,7 @@ done
 ninja -C build-gpu dskc > $OUT/build_main.log 2>&1 || exit 1
 el "train main"
 train main1
+[ "${SUITE:-1}" = 0 ] && { el done; exit 0; }
 for p in $applied; do git apply exp/$p.patch || exit 1; done
 ninja -C build-gpu > $OUT/build_again.log 2>&1 || exit 1
 el "ctest -L gpu"
