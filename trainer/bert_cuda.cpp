@@ -81,6 +81,16 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
       woff += align_up(static_cast<size_t>(sp.numel()) * eb_, kAlignBytes);
     }
   }
+  // What zero_grads' deferred memset clears before a forward_backward: every parameter but the
+  // layers' (which that call assigns), with the alignment gap after it; adjacent ones merged.
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (specs_[i].layer >= 0) continue;
+    const size_t b = offset_[i], e = i + 1 < specs_.size() ? offset_[i + 1] : total_floats_;
+    if (!non_layer_ranges_.empty() && non_layer_ranges_.back().first + non_layer_ranges_.back().second == b)
+      non_layer_ranges_.back().second += e - b;
+    else
+      non_layer_ranges_.emplace_back(b, e - b);
+  }
   word_ = index_of("bert.embeddings.word_embeddings.weight");
   pos_ = index_of("bert.embeddings.position_embeddings.weight");
   type_ = index_of("bert.embeddings.token_type_embeddings.weight");
@@ -376,16 +386,32 @@ ParamMap CudaBackend::export_optimizer_state() const {
 }
 
 void CudaBackend::zero_grads() {
-  ctx_->make_current();
   grads_zero_ = true;
   sumsq_.reset();
-  DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
+  if (pg_) {  // data parallel: cleared now (the deferred form's paths through the all-reduces are
+              // not on a two-GPU test yet)
+    ctx_->make_current();
+    DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
+    return;
+  }
+  zero_pending_ = true;  // forward_backward_prepared or settle_zero clears
 }
 
-ParamMap CudaBackend::export_grads() const { return download_all(grads_); }
+void CudaBackend::settle_zero() const {
+  if (!zero_pending_) return;
+  ctx_->make_current();
+  DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
+  zero_pending_ = false;
+}
+
+ParamMap CudaBackend::export_grads() const {
+  settle_zero();
+  return download_all(grads_);
+}
 
 void CudaBackend::inject_grad_overflow() {
   ctx_->make_current();
+  settle_zero();
   const float inf = std::numeric_limits<float>::infinity();
   sumsq_.reset();
   DSKC_CU(cuMemcpyHtoDAsync(grad(0), &inf, sizeof(inf), ctx_->stream()));
@@ -409,17 +435,20 @@ double CudaBackend::sum_squares(CUdeviceptr x, size_t n) {
 // sum of fewer than 2^60 such terms stays below DBL_MAX.
 // The trainer asks for both in one step: one pass over the gradients serves the two.
 bool CudaBackend::grads_finite() {
+  settle_zero();
   if (!sumsq_) sumsq_ = sum_squares(grads_.ptr(), total_floats_);
   return std::isfinite(*sumsq_);
 }
 
 double CudaBackend::grad_norm(double grad_scale) {
+  settle_zero();
   if (!sumsq_) sumsq_ = sum_squares(grads_.ptr(), total_floats_);
   return std::sqrt(*sumsq_) / grad_scale;
 }
 
 void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) {
   ctx_->make_current();
+  settle_zero();
   if (s.type != OptimizerType::Lamb && multi_tensor_optimizer_) return adam_multi(s, a);
   const double gmul = a.clip_coef / a.grad_scale;
   const auto [bc1, bc2] = bias_corrections(s, a.step);

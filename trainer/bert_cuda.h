@@ -51,6 +51,9 @@
 namespace dskc {
 
 class PeerSum;
+namespace mkp {
+struct LnParamGrad;
+}
 
 class CudaBackend : public TrainBackend {
  public:
@@ -99,6 +102,9 @@ class CudaBackend : public TrainBackend {
   void launch(const char* kernel, unsigned grid, const void* params);
   void launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params);
   void sync_compute_params();  // masters -> layer and head weights (dtype)
+  // LayerNorm gamma/beta gradients += (p without part / chunk_rows): partial sums per 64-row chunk
+  // by `part_kernel` over every block of the grid, then their ordered sum (ln_part_ the workspace).
+  void ln_param_grad(const char* part_kernel, const mkp::LnParamGrad& args);
   // Adam / AdamW over every parameter in one launch that also writes the compute copies.
   void adam_multi(const OptimizerSettings& s, const UpdateArgs& a);
   int index_of(const std::string& name) const;
@@ -111,9 +117,13 @@ class CudaBackend : public TrainBackend {
   ParamMap download_all(const DeviceBuffer& buf, const std::string& prefix_avg = "") const;
   void upload_all(DeviceBuffer& buf, const ParamMap& host, const std::string& prefix);
   double sum_squares(CUdeviceptr x, size_t n);  // deterministic Σ x² in double
+  // Before anything reads the accumulators outside forward_backward: the memset zero_grads deferred.
+  void settle_zero() const;
   // forward_backward pieces (bert_cuda_step.cpp)
   void accumulate(CUdeviceptr src_dtype, int idx);
-  void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n, CUstream stream = nullptr);
+  // dst_f32 += src (onto_zero: dst_f32 = 0 + src, for an accumulator region zero_grads left unzeroed).
+  void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n, CUstream stream = nullptr,
+                    bool onto_zero = false);
   void colsum(CUdeviceptr src, int rows, int cols, int ld, int idx);
   void gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias = 0);
   // Data parallel: parameter idx has its final gradient of this step in grads_; all-reduces the
@@ -150,7 +160,7 @@ class CudaBackend : public TrainBackend {
   // Activations at max batch × max seq: acts_[i] is layer i's input (acts_[N] the encoder output).
   std::vector<DeviceBuffer> acts_;
   DeviceBuffer dgrad_a_, dgrad_b_, final_out_, emb_sum_, emb_dsum_, stats_, mask_, nsp_bufs_, partials_;
-  Growable ints_, mlm_, wgrad_;
+  Growable ints_, mlm_, wgrad_, ln_part_, grouped_part_;
   // Page-locked staging of each call's tables and mask (asynchronous uploads); reused once the
   // event after the previous call's copies has passed.
   uint8_t* staging_ = nullptr;
@@ -176,6 +186,13 @@ class CudaBackend : public TrainBackend {
   bool reduce_in_dtype_ = false;  // fp16/bf16 all-reduce through reduce_stage_ (same offsets)
   DeviceBuffer reduce_stage_;
   bool grads_zero_ = true;        // no gradient accumulated since zero_grads()
+  // One GPU: zero_grads() defers its memset (mutable: settle_zero() const). The next
+  // forward_backward zeroes only non_layer_ranges_ (floats of grads_, alignment gaps included) and
+  // assigns the layers' gradients (layers_onto_zero_): the encoder's 90% of the buffer is neither
+  // cleared nor read back.
+  mutable bool zero_pending_ = false;
+  bool layers_onto_zero_ = false;
+  std::vector<std::pair<size_t, size_t>> non_layer_ranges_;  // [offset, count) in floats
   bool layers_in_place_ = false;  // this call: layer gradients via reduce_layer_in_place
   std::vector<int> deferred_layers_;  // --delay_allreduce: layers reduced after backward
   // Two ranks on one host: layer gradients exchanged by copy engines (peer_sum.h) instead of

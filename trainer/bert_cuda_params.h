@@ -38,8 +38,8 @@ struct LnBwd {
 struct LnParamGrad {
   Ptr dy, x;
   const float *mean, *rstd;
-  float *dgamma, *dbeta;
-  int rows;
+  float *dgamma, *dbeta, *part;
+  int rows, chunk_rows;
 };
 struct GatherRows {
   Ptr src;
@@ -99,9 +99,15 @@ struct ColSum {
   float* dst;
   int rows, cols, ld;
 };
-struct GroupedRows {
+struct GroupedRowsPart {
   const float* src;
-  const int *target, *start, *member;
+  const int *member, *piece;
+  float* part;
+  int pieces;
+};
+struct GroupedRowsFinish {
+  const float* part;
+  const int *target, *group_piece;
   float* dst;
   int groups;
 };
@@ -161,7 +167,7 @@ struct Lamb {
 static_assert(sizeof(EmbeddingFwd) == 112);
 static_assert(sizeof(LnFwd) == 56);
 static_assert(sizeof(LnBwd) == 80);
-static_assert(sizeof(LnParamGrad) == 56);
+static_assert(sizeof(LnParamGrad) == 64);
 static_assert(sizeof(GatherRows) == 32);
 static_assert(sizeof(Activation) == 24);
 static_assert(sizeof(Xent) == 40);
@@ -172,7 +178,8 @@ static_assert(sizeof(Cast) == 24);
 static_assert(sizeof(Accumulate) == 24);
 static_assert(sizeof(AddPair) == 32);
 static_assert(sizeof(ColSum) == 32);
-static_assert(sizeof(GroupedRows) == 48);
+static_assert(sizeof(GroupedRowsPart) == 40);
+static_assert(sizeof(GroupedRowsFinish) == 40);
 static_assert(sizeof(GroupedRowsCompact) == 48);
 static_assert(sizeof(ScatterRows) == 32);
 static_assert(sizeof(SumSq) == 24);

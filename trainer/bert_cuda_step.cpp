@@ -22,6 +22,8 @@ namespace dskc {
 namespace {
 
 constexpr double kMaskedScore = -10000.0;
+constexpr int32_t kPieceRows = 64;  // rows per piece of an embedding-gradient group
+constexpr int kColSumCols = 32;     // columns per block of model_colsum_accumulate (templates/model/params.cuh)
 constexpr size_t kAlignBytes = 256;
 size_t align_up(size_t x) { return (x + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
 unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + kModelBlock - 1) / kModelBlock); }
@@ -55,6 +57,10 @@ struct HostTables : PreparedBatch {
   size_t o_ids = 0, o_seg = 0, o_prow = 0, o_plab = 0, o_pstart = 0, o_nsp = 0, o_cls = 0, o_used = 0;
   size_t o_groups[3][3] = {};  // word / position / token-type groups: target, start, member
   int n_groups[3] = {};
+  // Each group cut into pieces of at most kPieceRows member rows: piece boundaries [pieces + 1] and
+  // each group's first piece [groups + 1] (model_grouped_rows_part / _finish).
+  size_t o_piece[3] = {}, o_group_piece[3] = {};
+  int n_pieces[3] = {};
   std::vector<int32_t> word_targets;  // the word groups' token ids (word_split)
 };
 
@@ -93,10 +99,20 @@ std::unique_ptr<HostTables> make_tables(const Batch& batch, int vocab, DType dty
   t->o_cls = put(cls_rows);
   const Groups* groups[3] = {&g_word, &g_pos, &g_type};
   for (int i = 0; i < 3; ++i) {
-    t->o_groups[i][0] = put(groups[i]->target);
-    t->o_groups[i][1] = put(groups[i]->start);
-    t->o_groups[i][2] = put(groups[i]->member);
-    t->n_groups[i] = static_cast<int>(groups[i]->target.size());
+    const Groups& g = *groups[i];
+    t->o_groups[i][0] = put(g.target);
+    t->o_groups[i][1] = put(g.start);
+    t->o_groups[i][2] = put(g.member);
+    t->n_groups[i] = static_cast<int>(g.target.size());
+    std::vector<int32_t> piece{0}, group_piece{0};
+    for (size_t k = 0; k + 1 < g.start.size(); ++k) {
+      for (int32_t b = g.start[k]; b < g.start[k + 1]; b += kPieceRows)
+        piece.push_back(std::min(b + kPieceRows, g.start[k + 1]));
+      group_piece.push_back(static_cast<int32_t>(piece.size() - 1));
+    }
+    t->o_piece[i] = put(piece);
+    t->o_group_piece[i] = put(group_piece);
+    t->n_pieces[i] = static_cast<int>(piece.size() - 1);
   }
   t->word_targets = g_word.target;
   if (used) {
@@ -122,16 +138,29 @@ std::unique_ptr<PreparedBatch> CudaBackend::prepare(const Batch& batch) const {
 }
 
 
-void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n, CUstream stream) {
+void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n, CUstream stream, bool onto_zero) {
   mkp::Accumulate p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(dst), static_cast<uint64_t>(n)};
-  launch_on(stream ? stream : ctx_->stream(), "model_accumulate", std::min(blocks_for(n), 4096u), &p);
+  launch_on(stream ? stream : ctx_->stream(), onto_zero ? "model_accumulate_first" : "model_accumulate",
+            std::min(blocks_for(n), 4096u), &p);
 }
 
 void CudaBackend::accumulate(CUdeviceptr src, int idx) { accumulate_n(src, grad(idx), numel(idx)); }
 
+void CudaBackend::ln_param_grad(const char* part_kernel, const mkp::LnParamGrad& args) {
+  mkp::LnParamGrad p = args;
+  constexpr int kChunkRows = 64;  // rows per partial sum: 128 chunks x 4 column blocks at 64 x 128
+  const unsigned col_blocks = blocks_for(static_cast<size_t>(opt_.shape.hidden_size));
+  const unsigned chunks = static_cast<unsigned>((std::max(p.rows, 1) + kChunkRows - 1) / kChunkRows);
+  p.part = reinterpret_cast<float*>(
+      ln_part_.ensure(*ctx_, static_cast<size_t>(chunks) * 2 * opt_.shape.hidden_size * sizeof(float)));
+  p.chunk_rows = kChunkRows;
+  launch(part_kernel, col_blocks * chunks, &p);
+  launch("model_layernorm_param_grad_finish", col_blocks, &p);
+}
+
 void CudaBackend::colsum(CUdeviceptr src, int rows, int cols, int ld, int idx) {
   mkp::ColSum p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(grad(idx)), rows, cols, ld};
-  launch("model_colsum_accumulate", blocks_for(static_cast<size_t>(cols)), &p);
+  launch("model_colsum_accumulate", static_cast<unsigned>((cols + kColSumCols - 1) / kColSumCols), &p);
 }
 
 void CudaBackend::gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias) {
@@ -170,6 +199,22 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   check_batch(batch, opt_);
   ctx_->make_current();
   sumsq_.reset();  // the gradients change
+  // The first call after zero_grads assigns the layers' gradients, so its deferred memset covers
+  // the other parameters only. Should this call throw before the layers are done, the accumulators
+  // count as zero again (the next reader clears them all): what they were before the call.
+  layers_onto_zero_ = grads_zero_ && !pg_;  // one GPU only (zero_grads)
+  if (zero_pending_) {
+    for (const auto& [off, n] : non_layer_ranges_)
+      DSKC_CU(cuMemsetD8Async(grads_.ptr() + off * 4, 0, n * 4, ctx_->stream()));
+    zero_pending_ = false;
+  }
+  struct FirstCallGuard {
+    CudaBackend& b;
+    bool armed;
+    ~FirstCallGuard() {
+      if (armed) b.grads_zero_ = b.zero_pending_ = true;
+    }
+  } first_call{*this, layers_onto_zero_};
   syncing_ = pg_ != nullptr && m.sync_grads;
   if (syncing_) tracker_->reset();  // a call that threw half-way leaves no stale marks
   // The only micro-batch of the step (accumulators still zero): reduce the layers' own dtype
@@ -275,8 +320,8 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
     accumulate(wtmp, word_);
     colsum(logits, M, V, Vp, dec_b_);
     // transform LayerNorm + GELU backward: du -> dt (in place)
-    mkp::LnParamGrad lpg{P_(du), P_(gl), F_(u_mean), F_(u_rstd), F_(grad(tr_ln_w_)), F_(grad(tr_ln_b_)), M};
-    launch("model_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
+    ln_param_grad("model_layernorm_param_grad_part",
+                  {P_(du), P_(gl), F_(u_mean), F_(u_rstd), F_(grad(tr_ln_w_)), F_(grad(tr_ln_b_)), nullptr, M, 0});
     mkp::LnBwd lb{P_(du), P_(gl), F_(u_mean), F_(u_rstd), P_(weight(tr_ln_w_)), P_(t), P_(du), {}, M};
     launch("model_layernorm_gelu_bwd", static_cast<unsigned>(M), &lb);
     // dense backward: dtr_w += dtᵀ·hm; dtr_b += Σ dt; dhm = dt·tr_w (into gl)
@@ -317,9 +362,8 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
     launch("model_head_grad_scatter", static_cast<unsigned>(B), &hs);
   }
   if (final_ln_w_ >= 0) {
-    mkp::LnParamGrad lpg{P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd), F_(grad(final_ln_w_)), F_(grad(final_ln_b_)),
-                         rows};
-    launch("model_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
+    ln_param_grad("model_layernorm_param_grad_part", {P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd),
+                                                      F_(grad(final_ln_w_)), F_(grad(final_ln_b_)), nullptr, rows, 0});
     mkp::LnBwd lb{P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd), P_(weight(final_ln_w_)), nullptr, P_(other), {}, rows};
     launch("model_layernorm_bwd", static_cast<unsigned>(rows), &lb);
     std::swap(cur, other);
@@ -332,8 +376,10 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   for (int l = N - 1; l >= 0; --l) {
     layers_[l]->backward(cur, other);
     if (!layers_in_place_) {
-      for (int k = 0; k < kLayerParams; ++k)
-        accumulate(layers_[l]->grad(layer_param_names_[k]), layer_idx_[static_cast<size_t>(l)][k]);
+      for (int k = 0; k < kLayerParams; ++k) {
+        const int idx = layer_idx_[static_cast<size_t>(l)][k];
+        accumulate_n(layers_[l]->grad(layer_param_names_[k]), grad(idx), numel(idx), nullptr, layers_onto_zero_);
+      }
     } else if (opt_.delay_allreduce) {
       deferred_layers_.push_back(l);
     } else {
@@ -349,22 +395,28 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
     mkp::LnBwd lb{P_(cur), P_(emb_sum_.ptr()), F_(emb_mean), F_(emb_rstd), P_(weight(emb_ln_w_)), nullptr,
                   P_(emb_dsum_.ptr()), rng, rows};
     launch("model_embedding_layernorm_bwd", static_cast<unsigned>(rows), &lb);
-    mkp::LnParamGrad lpg{P_(cur), P_(emb_sum_.ptr()), F_(emb_mean), F_(emb_rstd), F_(grad(emb_ln_w_)),
-                         F_(grad(emb_ln_b_)), rows};
-    launch("model_embedding_layernorm_param_grad", blocks_for(static_cast<size_t>(H)), &lpg);
+    ln_param_grad("model_embedding_layernorm_param_grad_part", {P_(cur), P_(emb_sum_.ptr()), F_(emb_mean),
+                                                                F_(emb_rstd), F_(grad(emb_ln_w_)),
+                                                                F_(grad(emb_ln_b_)), nullptr, rows, 0});
     const int table[3] = {word_, pos_, type_};
     for (int i = 0; i < 3; ++i) {
       if (i == 0 && word_split_) {
         reduce_word_rows(at(tab->o_groups[0][1]), at(tab->o_groups[0][2]), tab->word_targets);
         continue;
       }
-      const int n_groups = tab->n_groups[i];
-      mkp::GroupedRows gp{F_(emb_dsum_.ptr()), I_(at(tab->o_groups[i][0])), I_(at(tab->o_groups[i][1])),
-                          I_(at(tab->o_groups[i][2])), F_(grad(table[i])), n_groups};
-      launch("model_grouped_rows_accumulate", static_cast<unsigned>(n_groups), &gp);
+      // Two stages (pieces of at most 64 rows, then each group's pieces in order): the padding id and
+      // the two token types hold thousands of rows, which one block per group walked alone.
+      float* part = F_(grouped_part_.ensure(*ctx_, static_cast<size_t>(tab->n_pieces[i]) * H * sizeof(float)));
+      mkp::GroupedRowsPart gp{F_(emb_dsum_.ptr()), I_(at(tab->o_groups[i][2])), I_(at(tab->o_piece[i])), part,
+                              tab->n_pieces[i]};
+      launch("model_grouped_rows_part", static_cast<unsigned>(tab->n_pieces[i]), &gp);
+      mkp::GroupedRowsFinish gf{part, I_(at(tab->o_groups[i][0])), I_(at(tab->o_group_piece[i])), F_(grad(table[i])),
+                                tab->n_groups[i]};
+      launch("model_grouped_rows_finish", static_cast<unsigned>(tab->n_groups[i]), &gf);
     }
   }
   for (int l : deferred_layers_) reduce_layer_in_place(l);
+  first_call.armed = false;  // every layer's gradients are in
   for (int idx : {word_, pos_, type_, emb_ln_w_, emb_ln_b_}) grad_ready(idx);
   mark(phase::kEmbeddingsBwd);
   if (syncing_) {

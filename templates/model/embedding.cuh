@@ -2,7 +2,7 @@
 //   sum = word[id] + position[s] + token_type[seg]   (fp32, saved for backward)
 //   out = dropout(LayerNorm(sum))                     (Philox stream kStream, layer 0,
 //         element index row·kH + c, keyed by (seed, step): bert_model.h's rule)
-// Its backward is model_layernorm_bwd (dropout mode) + model_grouped_rows_accumulate.
+// Its backward is model_layernorm_bwd (dropout mode) + model_grouped_rows_part / _finish.
 // All config arrives as template arguments, so the file compiles with any dskc_config.cuh
 // that defines T.
 #pragma once

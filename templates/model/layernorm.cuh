@@ -49,7 +49,9 @@ struct ModelLnParamGradParams {
   const float* rstd;  // [rows]
   float* dgamma;      // [kH] fp32 accumulator
   float* dbeta;       // [kH] fp32 accumulator
+  float* part;        // [ceil(rows / chunk_rows), 2, kH] partial sums (workspace)
   int rows;
+  int chunk_rows;     // rows per partial sum
 };
 
 template <typename X>
@@ -133,17 +135,38 @@ __device__ __forceinline__ void model_ln_bwd_impl(const ModelLnBwdParams& p, flo
   }
 }
 
+// LayerNorm gamma/beta gradients in two deterministic stages: the partial sums of each chunk of
+// chunk_rows rows (block b: column block b % ceil(kH / 256), chunk b / ceil(kH / 256); every block
+// of the grid busy, where one block per 256 columns walked all rows), then the chunks' sums in
+// chunk order added into the accumulators.
 template <int kH, typename X>
-__device__ __forceinline__ void model_ln_param_grad_impl(const ModelLnParamGradParams& p) {
-  const int c = blockIdx.x * kModelThreads + threadIdx.x;
+__device__ __forceinline__ void model_ln_param_grad_part_impl(const ModelLnParamGradParams& p) {
+  constexpr int kColBlocks = (kH + kModelThreads - 1) / kModelThreads;
+  const int c = (blockIdx.x % kColBlocks) * kModelThreads + threadIdx.x;
+  const int chunk = blockIdx.x / kColBlocks;
   if (c >= kH) return;
   const X* x = static_cast<const X*>(p.x);
+  const int r0 = chunk * p.chunk_rows, r1 = min(p.rows, r0 + p.chunk_rows);
   float sg = 0.f, sb = 0.f;
-  for (int r = 0; r < p.rows; ++r) {
+  for (int r = r0; r < r1; ++r) {
     const size_t i = static_cast<size_t>(r) * kH + c;
     const float d = to_f(p.dy[i]);
     sg += d * (load_any(x + i) - p.mean[r]) * p.rstd[r];
     sb += d;
+  }
+  p.part[(2 * static_cast<size_t>(chunk)) * kH + c] = sg;
+  p.part[(2 * static_cast<size_t>(chunk) + 1) * kH + c] = sb;
+}
+
+template <int kH>
+__device__ __forceinline__ void model_ln_param_grad_finish_impl(const ModelLnParamGradParams& p) {
+  const int c = blockIdx.x * kModelThreads + threadIdx.x;
+  if (c >= kH) return;
+  const int chunks = (p.rows + p.chunk_rows - 1) / p.chunk_rows;
+  float sg = 0.f, sb = 0.f;
+  for (int k = 0; k < chunks; ++k) {
+    sg += p.part[(2 * static_cast<size_t>(k)) * kH + c];
+    sb += p.part[(2 * static_cast<size_t>(k) + 1) * kH + c];
   }
   acc_add(p.dgamma + c, sg);
   acc_add(p.dbeta + c, sb);

@@ -6,9 +6,12 @@
 //   add_pair             dst (fp32) = T(a + b)                 two ranks' gradients summed
 //                        (trainer/peer_sum.h): the correctly rounded T sum, as a T all-reduce
 //   colsum_accumulate    dst[c] += Σ_rows src[r, c]            bias gradients (fixed order)
-//   grouped_rows_accumulate  dst[target[g]] += Σ_{r in group g} src[r]  embedding-table
-//                        gradients: the host groups token rows by id, so no atomics and the
-//                        sum is deterministic even for repeated ids
+//   grouped_rows_part / grouped_rows_finish  dst[target[g]] += Σ_{r in group g} src[r]
+//                        embedding-table gradients: the host groups token rows by id and cuts each
+//                        group into pieces of at most 64 rows; part[p] = the sum of piece p (one
+//                        block each), then each group adds its pieces' sums in order. No atomics,
+//                        deterministic even for repeated ids, and a group of thousands of rows
+//                        (padding, a token type) no longer runs on one block
 //   grouped_rows_compact dst[u] = T(Σ_{r in group[u]} src[r])  the same sums for a list of
 //                        rows (the union of the ranks' token ids; group -1: zeros), compact
 //   scatter_add_rows     dst[target[u]] += src[u] (T), acc_add  the summed compact rows back
@@ -49,19 +52,26 @@ struct ColSumParams {
   int rows, cols, ld;
 };
 
-struct GroupedRowsParams {
+struct GroupedRowsPartParams {
   const float* src;    // [rows, kH]
-  const int* target;   // [groups] destination row of each group
-  const int* start;    // [groups + 1] group g owns member[start[g] .. start[g+1])
   const int* member;   // source rows, grouped
-  float* dst;          // [*, kH] fp32 accumulator
+  const int* piece;    // [pieces + 1] piece p owns member[piece[p] .. piece[p+1])
+  float* part;         // [pieces, kH] the pieces' sums (workspace)
+  int pieces;
+};
+
+struct GroupedRowsFinishParams {
+  const float* part;         // [pieces, kH]
+  const int* target;         // [groups] destination row of each group
+  const int* group_piece;    // [groups + 1] group g owns pieces group_piece[g] .. group_piece[g+1]
+  float* dst;                // [*, kH] fp32 accumulator
   int groups;
 };
 
 struct GroupedRowsCompactParams {
   const float* src;   // [rows, kH]
   const int* group;   // [n] this rank's group of compact row u, -1 when it has none
-  const int* start;   // [groups + 1] as GroupedRowsParams
+  const int* start;   // [groups + 1] group g owns member[start[g] .. start[g+1])
   const int* member;
   T* dst;             // [n, kH]
   int n;
@@ -137,7 +147,9 @@ __device__ __forceinline__ void cast_params_impl(const CastParams& p) {
 // dst += src (acc_add), or with kAssign dst = src (exact: T -> fp32). Eight elements per step
 // with 16-byte accesses when both pointers are 16-byte aligned (the gradient buffers are), the
 // rest one by one; elementwise, so the grid does not change the result.
-template <bool kAssign>
+// kFromZero (with kAssign): dst = 0 + src, bit for bit what accumulating onto a zeroed accumulator
+// gives (−0 becomes +0), without reading it.
+template <bool kAssign, bool kFromZero = false>
 __device__ __forceinline__ void accumulate_impl(const AccumulateParams& p) {
   constexpr int kVec = 8;
   const bool aligned =
@@ -155,14 +167,15 @@ __device__ __forceinline__ void accumulate_impl(const AccumulateParams& p) {
       reinterpret_cast<float4*>(d)[1] = dp[1];
     }
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) d[k] = kAssign ? to_f(s[k]) : round_to<T>(d[k] + to_f(s[k]));
+    for (int k = 0; k < kVec; ++k)
+      d[k] = kAssign ? (kFromZero ? 0.f + to_f(s[k]) : to_f(s[k])) : round_to<T>(d[k] + to_f(s[k]));
     dp[0] = reinterpret_cast<const float4*>(d)[0];
     dp[1] = reinterpret_cast<const float4*>(d)[1];
   }
   const unsigned long long done = nv * kVec;
   DSKC_GRID_STRIDE(i, p.n - done) {
     if constexpr (kAssign)
-      p.dst[done + i] = to_f(p.src[done + i]);
+      p.dst[done + i] = kFromZero ? 0.f + to_f(p.src[done + i]) : to_f(p.src[done + i]);
     else
       acc_add(p.dst + done + i, to_f(p.src[done + i]));
   }
@@ -198,23 +211,50 @@ __device__ __forceinline__ void add_pair_impl(const AddPairParams& p) {
   DSKC_GRID_STRIDE(i, p.n - done) p.dst[done + i] = round_to<T>(to_f(p.a[done + i]) + to_f(p.b[done + i]));
 }
 
+// A block owns kColSumCols columns; its warps walk row slices (warp w: rows w, w + kColSumSlices,
+// ...), and the slices' sums are added in slice order: a fixed order, so the result is deterministic.
+// (One thread per column walking every row left ~120 blocks on the GPU for the decoder bias.)
+constexpr int kColSumCols = 32;
+constexpr int kColSumSlices = kModelThreads / kColSumCols;
+
 __device__ __forceinline__ void colsum_accumulate_impl(const ColSumParams& p) {
-  const int c = blockIdx.x * kModelThreads + threadIdx.x;
-  if (c >= p.cols) return;
+  __shared__ float slice[kColSumSlices][kColSumCols + 1];
+  const int lane = threadIdx.x % kColSumCols, w = threadIdx.x / kColSumCols;
+  const int c = blockIdx.x * kColSumCols + lane;
   float s = 0.f;
-  for (int r = 0; r < p.rows; ++r) s += to_f(p.src[static_cast<size_t>(r) * p.ld + c]);
-  acc_add(p.dst + c, s);
+  if (c < p.cols) {
+#pragma unroll 4
+    for (int r = w; r < p.rows; r += kColSumSlices) s += to_f(p.src[static_cast<size_t>(r) * p.ld + c]);
+  }
+  slice[w][lane] = s;
+  __syncthreads();
+  if (w != 0 || c >= p.cols) return;
+  float t = 0.f;
+  for (int k = 0; k < kColSumSlices; ++k) t += slice[k][lane];
+  acc_add(p.dst + c, t);
 }
 
 template <int kH>
-__device__ __forceinline__ void grouped_rows_accumulate_impl(const GroupedRowsParams& p) {
-  const int g = blockIdx.x;
-  if (g >= p.groups) return;
-  const int i0 = p.start[g], i1 = p.start[g + 1];
-  float* d = p.dst + static_cast<size_t>(p.target[g]) * kH;
+__device__ __forceinline__ void grouped_rows_part_impl(const GroupedRowsPartParams& p) {
+  const int q = blockIdx.x;
+  if (q >= p.pieces) return;
+  const int i0 = p.piece[q], i1 = p.piece[q + 1];
   for (int c = threadIdx.x; c < kH; c += kModelThreads) {
     float s = 0.f;
     for (int i = i0; i < i1; ++i) s += p.src[static_cast<size_t>(p.member[i]) * kH + c];
+    p.part[static_cast<size_t>(q) * kH + c] = s;
+  }
+}
+
+template <int kH>
+__device__ __forceinline__ void grouped_rows_finish_impl(const GroupedRowsFinishParams& p) {
+  const int g = blockIdx.x;
+  if (g >= p.groups) return;
+  const int q0 = p.group_piece[g], q1 = p.group_piece[g + 1];
+  float* d = p.dst + static_cast<size_t>(p.target[g]) * kH;
+  for (int c = threadIdx.x; c < kH; c += kModelThreads) {
+    float s = 0.f;
+    for (int q = q0; q < q1; ++q) s += p.part[static_cast<size_t>(q) * kH + c];
     acc_add(d + c, s);
   }
 }
@@ -242,10 +282,19 @@ __device__ __forceinline__ void scatter_add_rows_impl(const ScatterRowsParams& p
   for (int c = threadIdx.x; c < kH; c += kModelThreads) acc_add(d + c, to_f(s[c]));
 }
 
+// 16-byte loads when x is 16-byte aligned (the flat gradients always are), the rest one by one.
 __device__ __forceinline__ void sumsq_partial_impl(const SumSqParams& p) {
   double s = 0.0;
-  DSKC_GRID_STRIDE(i, p.n) {
-    const double x = p.x[i];
+  const unsigned long long nv = reinterpret_cast<unsigned long long>(p.x) % 16 == 0 ? p.n / 4 : 0;
+  const float4* x4 = reinterpret_cast<const float4*>(p.x);
+  DSKC_GRID_STRIDE(i, nv) {
+    const float4 v = x4[i];
+    const double a = v.x, b = v.y, c = v.z, d = v.w;
+    s += (a * a + b * b) + (c * c + d * d);
+  }
+  const unsigned long long done = nv * 4;
+  DSKC_GRID_STRIDE(i, p.n - done) {
+    const double x = p.x[done + i];
     s += x * x;
   }
   s = model_block_sum(s);
@@ -261,29 +310,53 @@ __device__ __forceinline__ void reduce_partials_impl(const ReducePartialsParams&
   if (threadIdx.x == 0) p.out[k] = s;
 }
 
-// Adam / AdamW (kAdamW: decoupled decay; else L2: g += wd·p). bc1 and sqrt_bc2 are 1 without
-// bias correction. One element: updates m[i], v[i] and returns the new p[i] (the caller stores it).
-template <bool kAdamW, typename A>
-__device__ __forceinline__ float adam_element(const A& a, double wd, unsigned long long i) {
-  const double p = a.p[i];
-  double g = a.g[i] * a.gmul;
-  if constexpr (!kAdamW) g += wd * p;
-  const double m = a.beta1 * a.m[i] + (1.0 - a.beta1) * g;
-  const double v = a.beta2 * a.v[i] + (1.0 - a.beta2) * g * g;
-  a.m[i] = static_cast<float>(m);
-  a.v[i] = static_cast<float>(v);
-  double u = (m / a.bc1) / (sqrt(v) / a.sqrt_bc2 + a.eps);
-  if constexpr (kAdamW) u += wd * p;
-  return static_cast<float>(p - a.lr * u);
+// Adam / AdamW (kAdamW: decoupled decay; else L2: g += wd·p) on one element, in fp32 math (as
+// apex's and DeepSpeed's fused Adam): updates m and v and returns the new p. Every operation is an
+// explicitly rounded intrinsic, so the per-tensor and the one-launch kernels, which both call this,
+// agree bitwise whatever the compiler contracts around them; the quotient is a product with the
+// correctly rounded reciprocal (__fdiv_rn's slow path spills). The double math before spent the
+// optimizer's time on FP64 divisions and square roots. inv_bc1 = 1/bc1, inv_sqrt_bc2 = 1/sqrt(bc2);
+// both 1 without bias correction.
+struct AdamScalars {
+  float gmul, beta1, one_minus_beta1, beta2, one_minus_beta2, inv_bc1, inv_sqrt_bc2, eps, lr;
+};
+
+template <typename A>
+__device__ __forceinline__ AdamScalars adam_scalars(const A& a) {
+  return {static_cast<float>(a.gmul),        static_cast<float>(a.beta1), static_cast<float>(1.0 - a.beta1),
+          static_cast<float>(a.beta2),       static_cast<float>(1.0 - a.beta2), static_cast<float>(1.0 / a.bc1),
+          static_cast<float>(1.0 / a.sqrt_bc2), static_cast<float>(a.eps), static_cast<float>(a.lr)};
+}
+
+template <bool kAdamW>
+__device__ __forceinline__ float adam_update(const AdamScalars& c, float wd, float p, float g, float& m, float& v) {
+  g = __fmul_rn(g, c.gmul);
+  if constexpr (!kAdamW) g = __fmaf_rn(wd, p, g);
+  m = __fmaf_rn(c.beta1, m, __fmul_rn(c.one_minus_beta1, g));
+  v = __fmaf_rn(c.beta2, v, __fmul_rn(c.one_minus_beta2, __fmul_rn(g, g)));
+  const float den = __fmaf_rn(__fsqrt_rn(v), c.inv_sqrt_bc2, c.eps);
+  float u = __fmul_rn(__fmul_rn(m, c.inv_bc1), __frcp_rn(den));
+  if constexpr (kAdamW) u = __fmaf_rn(wd, p, u);
+  return __fmaf_rn(-c.lr, u, p);
 }
 
 template <bool kAdamW>
 __device__ __forceinline__ void adam_step_impl(const AdamParams& a) {
-  DSKC_GRID_STRIDE(i, a.n) a.p[i] = adam_element<kAdamW>(a, a.wd, i);
+  const AdamScalars c = adam_scalars(a);
+  const float wd = static_cast<float>(a.wd);
+  DSKC_GRID_STRIDE(i, a.n) {
+    float m = a.m[i], v = a.v[i];
+    a.p[i] = adam_update<kAdamW>(c, wd, a.p[i], a.g[i], m, v);
+    a.m[i] = m;
+    a.v[i] = v;
+  }
 }
 
 // Block b updates chunk b - first_chunk of the segment whose chunks hold b (binary search), and
-// writes each new master value's compute copy as cast_params would.
+// writes each new master value's compute copy as cast_params would. A thread owns groups of four
+// consecutive elements (16-byte loads of the master, gradient and moments: segment offsets are
+// multiples of kAlignFloats), all loaded before any store; a segment's last partial group goes
+// element by element.
 template <bool kAdamW>
 __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
   int lo = 0, hi = a.n_segs - 1;
@@ -295,13 +368,38 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       hi = mid - 1;
   }
   const AdamSegment s = a.segs[lo];
+  const AdamScalars c = adam_scalars(a);
+  const float wd = s.decay ? static_cast<float>(a.wd) : 0.f;
   const unsigned long long begin = (blockIdx.x - s.first_chunk) * a.chunk;
   const unsigned long long end = begin + a.chunk < s.n ? begin + a.chunk : s.n;
-  const double wd = s.decay ? a.wd : 0.0;
-  for (unsigned long long j = begin + threadIdx.x; j < end; j += kModelThreads) {
-    const float p = adam_element<kAdamW>(a, wd, s.offset + j);
-    a.p[s.offset + j] = p;
-    s.dst[j] = from_f<T>(p);
+  for (unsigned long long j = begin + 4ull * threadIdx.x; j < end; j += 4ull * kModelThreads) {
+    const unsigned long long i = s.offset + j;
+    if (j + 4 <= end) {
+      float4 p = *reinterpret_cast<const float4*>(a.p + i);
+      const float4 g = *reinterpret_cast<const float4*>(a.g + i);
+      float4 m = *reinterpret_cast<const float4*>(a.m + i);
+      float4 v = *reinterpret_cast<const float4*>(a.v + i);
+      p.x = adam_update<kAdamW>(c, wd, p.x, g.x, m.x, v.x);
+      p.y = adam_update<kAdamW>(c, wd, p.y, g.y, m.y, v.y);
+      p.z = adam_update<kAdamW>(c, wd, p.z, g.z, m.z, v.z);
+      p.w = adam_update<kAdamW>(c, wd, p.w, g.w, m.w, v.w);
+      *reinterpret_cast<float4*>(a.p + i) = p;
+      *reinterpret_cast<float4*>(a.m + i) = m;
+      *reinterpret_cast<float4*>(a.v + i) = v;
+      s.dst[j] = from_f<T>(p.x);
+      s.dst[j + 1] = from_f<T>(p.y);
+      s.dst[j + 2] = from_f<T>(p.z);
+      s.dst[j + 3] = from_f<T>(p.w);
+    } else {
+      for (unsigned long long k = j; k < end; ++k) {
+        float m = a.m[s.offset + k], v = a.v[s.offset + k];
+        const float p = adam_update<kAdamW>(c, wd, a.p[s.offset + k], a.g[s.offset + k], m, v);
+        a.p[s.offset + k] = p;
+        a.m[s.offset + k] = m;
+        a.v[s.offset + k] = v;
+        s.dst[k] = from_f<T>(p);
+      }
+    }
   }
 }
 

@@ -326,6 +326,12 @@ TEST_CASE("CudaBackend grad_norm, grads_finite, inject_grad_overflow, zero_grads
   CHECK(l1.nsp_loss == l2.nsp_loss);
   const ParamMap g2 = p.gpu->export_grads();
   for (const auto& [name, v] : g1) CHECK_MESSAGE(v == g2.at(name), name << " differs between two identical runs");
+  // zero_grads straight before forward_backward: its memset deferred, that call clears the other
+  // parameters and assigns the layers' gradients; nothing of the previous step may remain
+  p.gpu->zero_grads();
+  p.gpu->forward_backward(b, m);
+  const ParamMap g3 = p.gpu->export_grads();
+  for (const auto& [name, v] : g1) CHECK_MESSAGE(v == g3.at(name), name << " keeps the previous step after zero_grads");
   p.gpu->inject_grad_overflow();
   CHECK_FALSE(p.gpu->grads_finite());
   CHECK_FALSE(std::isfinite(p.gpu->grad_norm(1.0)));
