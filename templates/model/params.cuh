@@ -340,16 +340,22 @@ __device__ __forceinline__ float adam_update(const AdamScalars& c, float wd, flo
   return __fmaf_rn(-c.lr, u, p);
 }
 
+// adam_update on element i of a's flat arrays, stored back; returns the new p.
+template <bool kAdamW, typename A>
+__device__ __forceinline__ float adam_element(const AdamScalars& c, float wd, const A& a, unsigned long long i) {
+  float m = a.m[i], v = a.v[i];
+  const float p = adam_update<kAdamW>(c, wd, a.p[i], a.g[i], m, v);
+  a.p[i] = p;
+  a.m[i] = m;
+  a.v[i] = v;
+  return p;
+}
+
 template <bool kAdamW>
 __device__ __forceinline__ void adam_step_impl(const AdamParams& a) {
   const AdamScalars c = adam_scalars(a);
   const float wd = static_cast<float>(a.wd);
-  DSKC_GRID_STRIDE(i, a.n) {
-    float m = a.m[i], v = a.v[i];
-    a.p[i] = adam_update<kAdamW>(c, wd, a.p[i], a.g[i], m, v);
-    a.m[i] = m;
-    a.v[i] = v;
-  }
+  DSKC_GRID_STRIDE(i, a.n) adam_element<kAdamW>(c, wd, a, i);
 }
 
 // Block b updates chunk b - first_chunk of the segment whose chunks hold b (binary search), and
@@ -391,14 +397,7 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       s.dst[j + 2] = from_f<T>(p.z);
       s.dst[j + 3] = from_f<T>(p.w);
     } else {
-      for (unsigned long long k = j; k < end; ++k) {
-        float m = a.m[s.offset + k], v = a.v[s.offset + k];
-        const float p = adam_update<kAdamW>(c, wd, a.p[s.offset + k], a.g[s.offset + k], m, v);
-        a.p[s.offset + k] = p;
-        a.m[s.offset + k] = m;
-        a.v[s.offset + k] = v;
-        s.dst[k] = from_f<T>(p);
-      }
+      for (unsigned long long k = j; k < end; ++k) s.dst[k] = from_f<T>(adam_element<kAdamW>(c, wd, a, s.offset + k));
     }
   }
 }
