@@ -110,6 +110,13 @@ struct BackendOptions {
   // compute copies, instead of two launches per tensor (an update, then a cast); bitwise the same.
   // -1: from DSKC_OPTIMIZER ("multi" or unset: on; "per_tensor": off).
   int multi_tensor_optimizer = -1;
+  // CUDA backend, one GPU: a step of one micro-batch leaves the encoder layers' gradients in the
+  // layers' own dtype buffers (the fp32 accumulators would hold exactly 0 + g); the gradient norm
+  // and the one-launch Adam / AdamW read them there, and anything else that reads the gradients
+  // (another micro-batch, export_grads, Lamb, the per-tensor Adam) first widens them into the
+  // accumulators. Bitwise the same update. -1: from DSKC_LAYER_GRADS ("defer" or unset: on;
+  // "accumulate": off, each layer's gradients widened right after its backward).
+  int defer_layer_grads = -1;
 };
 
 class TrainBackend {

@@ -27,6 +27,7 @@ namespace {
 constexpr size_t kAlignFloats = 64;  // 256 bytes
 constexpr size_t kAlignBytes = 256;
 constexpr int kPartials = 1024;      // fixed grid of the two-stage reductions
+constexpr int kRangeParts = 128;     // sum_squares: blocks per range of the pending-layers table
 constexpr unsigned kMaxGrid = 4096;  // grid-stride kernels
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 // Adam's bias corrections 1 − β1^t and 1 − β2^t (1 without bias correction).
@@ -55,6 +56,13 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
                        "multi (the default: Adam / AdamW over every parameter in one launch) or per_tensor (two "
                        "launches per parameter tensor)")
           : opt.multi_tensor_optimizer != 0;
+  defer_layer_grads_ =
+      opt.defer_layer_grads < 0
+          ? env_choice("DSKC_LAYER_GRADS", true, {{"defer", true}, {"accumulate", false}},
+                       "defer (the default: a step of one micro-batch leaves the layers' gradients in their own "
+                       "buffers for the norm and the optimizer) or accumulate (widened into the fp32 accumulators "
+                       "after each layer's backward)")
+          : opt.defer_layer_grads != 0;
   ctx_ = std::make_unique<Context>(opt.local_rank >= 0 ? opt.local_rank : -1);
   ctx_->set_memory_cap(opt.memory_cap_bytes);
   eb_ = static_cast<size_t>(dtype_bytes(dtype_));
@@ -155,7 +163,21 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   mask_ = DeviceBuffer(*ctx_, align_up(rows * eb_, kAlignBytes));
   // cls, pooled, dpooled, dcls [Bm, H] (dtype), then nsp loss [Bm] and dl [Bm, 2] (fp32)
   nsp_bufs_ = DeviceBuffer(*ctx_, align_up(4 * Bm * H * eb_, kAlignBytes) + 3 * Bm * 4);
-  partials_ = DeviceBuffer(*ctx_, (2 * kPartials + 8) * sizeof(double));
+  // sum_squares' range tables (the pointers do not move): all of grads_; then, for pending layer
+  // gradients, the non-layer ranges of grads_ and each layer's dtype gradient buffer (its alignment
+  // gaps stay zero).
+  {
+    auto vp = [](CUdeviceptr x) { return reinterpret_cast<const void*>(x); };
+    std::vector<mkp::SumSqRange> r{{vp(grads_.ptr()), total_floats_, 1, 0}};
+    for (const auto& [off, n] : non_layer_ranges_) r.push_back({vp(grads_.ptr() + off * 4), n, 1, 0});
+    for (const auto& l : layers_) r.push_back({vp(l->grads_base()), l->grads_bytes() / eb_, 0, 0});
+    sumsq_pending_ranges_ = static_cast<int>(r.size()) - 1;
+    sumsq_ranges_ = DeviceBuffer(*ctx_, r.size() * sizeof(mkp::SumSqRange));
+    DSKC_CU(cuMemcpyHtoDAsync(sumsq_ranges_.ptr(), r.data(), sumsq_ranges_.bytes(), ctx_->stream()));
+    ctx_->synchronize();  // `r` goes out of scope
+  }
+  partial_slots_ = std::max<size_t>(2 * kPartials, static_cast<size_t>(sumsq_pending_ranges_) * kRangeParts);
+  partials_ = DeviceBuffer(*ctx_, (partial_slots_ + 8) * sizeof(double));
   wgrad_.ensure(*ctx_, std::max(V, H) * H * eb_);
   for (DeviceBuffer* b : {&master_, &grads_, &exp_avg_, &exp_avg_sq_, &weights_})
     DSKC_CU(cuMemsetD8Async(b->ptr(), 0, b->bytes(), ctx_->stream()));
@@ -262,10 +284,7 @@ void CudaBackend::reduce_layer_in_place(int l) {
     return;
   }
   pg_->all_reduce(layer.grads_base(), layer.grads_bytes() / eb_, nccl_dtype());
-  for (int k = 0; k < kLayerParams; ++k) {
-    const int idx = layer_idx_[static_cast<size_t>(l)][static_cast<size_t>(k)];
-    accumulate_n(layer.grad(layer_param_names_[static_cast<size_t>(k)]), grad(idx), numel(idx), pg_->stream());
-  }
+  accumulate_layer(l, pg_->stream(), false);
 }
 
 CudaBackend::~CudaBackend() {
@@ -311,11 +330,11 @@ std::string CudaBackend::name() const {
                      dtype_name(dtype_), ctx_->device_name());
 }
 
-void CudaBackend::launch(const char* kernel, unsigned grid, const void* params) {
+void CudaBackend::launch(const char* kernel, unsigned grid, const void* params) const {
   launch_on(ctx_->stream(), kernel, grid, params);
 }
 
-void CudaBackend::launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params) {
+void CudaBackend::launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params) const {
   if (grid == 0) return;
   CUfunction f = module_->function(kernel);
   void* args[] = {const_cast<void*>(params)};
@@ -387,6 +406,7 @@ ParamMap CudaBackend::export_optimizer_state() const {
 
 void CudaBackend::zero_grads() {
   grads_zero_ = true;
+  layers_pending_ = false;  // dropped, not widened
   sumsq_.reset();
   if (pg_) {  // data parallel: cleared now (the deferred form's paths through the all-reduces are
               // not on a two-GPU test yet)
@@ -404,29 +424,44 @@ void CudaBackend::settle_zero() const {
   zero_pending_ = false;
 }
 
-ParamMap CudaBackend::export_grads() const {
+void CudaBackend::widen_pending_layers() const {
+  if (!layers_pending_) return;
+  ctx_->make_current();
+  for (size_t l = 0; l < layers_.size(); ++l) accumulate_layer(static_cast<int>(l), nullptr, true);
+  layers_pending_ = false;
+}
+
+void CudaBackend::settle_grads() const {
   settle_zero();
+  widen_pending_layers();
+}
+
+ParamMap CudaBackend::export_grads() const {
+  settle_grads();
   return download_all(grads_);
 }
 
 void CudaBackend::inject_grad_overflow() {
   ctx_->make_current();
-  settle_zero();
+  settle_grads();
   const float inf = std::numeric_limits<float>::infinity();
   sumsq_.reset();
   DSKC_CU(cuMemcpyHtoDAsync(grad(0), &inf, sizeof(inf), ctx_->stream()));
   ctx_->synchronize();
 }
 
-double CudaBackend::sum_squares(CUdeviceptr x, size_t n) {
+double CudaBackend::sum_squares() {
   ctx_->make_current();
+  settle_zero();
+  const bool pending = layers_pending_;
+  const int ranges = pending ? sumsq_pending_ranges_ : 1, parts = pending ? kRangeParts : kPartials;
   double* part = reinterpret_cast<double*>(partials_.ptr());
-  mkp::SumSq p{reinterpret_cast<const float*>(x), part, static_cast<uint64_t>(n)};
-  launch("model_sumsq_partial", kPartials, &p);
-  mkp::ReducePartials r{part, part + 2 * kPartials, kPartials, 1};
+  mkp::SumSq p{reinterpret_cast<const mkp::SumSqRange*>(sumsq_ranges_.ptr()) + (pending ? 1 : 0), part, parts};
+  launch("model_sumsq_partial", static_cast<unsigned>(ranges * parts), &p);
+  mkp::ReducePartials r{part, part + partial_slots_, ranges * parts, 1};
   launch("model_reduce_partials", 1, &r);
   double out = 0;
-  DSKC_CU(cuMemcpyDtoHAsync(&out, reinterpret_cast<CUdeviceptr>(part + 2 * kPartials), sizeof(out), ctx_->stream()));
+  DSKC_CU(cuMemcpyDtoHAsync(&out, reinterpret_cast<CUdeviceptr>(part + partial_slots_), sizeof(out), ctx_->stream()));
   ctx_->synchronize();
   return out;
 }
@@ -435,21 +470,20 @@ double CudaBackend::sum_squares(CUdeviceptr x, size_t n) {
 // sum of fewer than 2^60 such terms stays below DBL_MAX.
 // The trainer asks for both in one step: one pass over the gradients serves the two.
 bool CudaBackend::grads_finite() {
-  settle_zero();
-  if (!sumsq_) sumsq_ = sum_squares(grads_.ptr(), total_floats_);
+  if (!sumsq_) sumsq_ = sum_squares();
   return std::isfinite(*sumsq_);
 }
 
 double CudaBackend::grad_norm(double grad_scale) {
-  settle_zero();
-  if (!sumsq_) sumsq_ = sum_squares(grads_.ptr(), total_floats_);
+  if (!sumsq_) sumsq_ = sum_squares();
   return std::sqrt(*sumsq_) / grad_scale;
 }
 
 void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) {
   ctx_->make_current();
   settle_zero();
-  if (s.type != OptimizerType::Lamb && multi_tensor_optimizer_) return adam_multi(s, a);
+  if (s.type != OptimizerType::Lamb && multi_tensor_optimizer_) return adam_multi(s, a);  // pending layers read there
+  widen_pending_layers();
   const double gmul = a.clip_coef / a.grad_scale;
   const auto [bc1, bc2] = bias_corrections(s, a.step);
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -485,7 +519,10 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
     for (size_t i = 0; i < specs_.size(); ++i) {
       const ModelParamSpec& sp = specs_[i];
       const uint64_t n = static_cast<uint64_t>(sp.numel());
-      segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))),
+      const void* gsrc = sp.layer >= 0 ? reinterpret_cast<const void*>(
+                                              layers_[static_cast<size_t>(sp.layer)]->grad(sp.layer_param))
+                                        : nullptr;
+      segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))), gsrc,
                       sp.weight_decay() ? 1 : 0, 0});
       chunks += (n + kChunk - 1) / kChunk;
     }
@@ -511,7 +548,8 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
                    a.lr,
                    s.weight_decay,
                    kChunk,
-                   adam_n_segs_};
+                   adam_n_segs_,
+                   layers_pending_ ? 1 : 0};
   const bool adamw = s.type == OptimizerType::AdamW || s.adam_w_mode;
   launch(adamw ? "model_adamw_multi" : "model_adam_multi", adam_chunks_, &p);
   ctx_->synchronize();

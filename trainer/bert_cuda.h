@@ -9,7 +9,10 @@
 // transformer_kernel, else the unfused PlainTransformerLayer) and one buffer of head /
 // embedding weights; both are refreshed from the masters (cast kernel) after import and after
 // every optimizer step. A layer's backward overwrites its gradient buffers, so they are added
-// into the fp32 accumulators right after it (accumulation over micro-batches).
+// into the fp32 accumulators right after it (accumulation over micro-batches) — except, on one
+// GPU, in a step's first micro-batch (BackendOptions::defer_layer_grads): the accumulators would
+// hold exactly 0 + g, so the gradients stay in the layers' buffers, where the gradient norm and
+// the one-launch Adam read them, until a second micro-batch or another reader widens them.
 //
 // Model-level kernels come from one NVRTC-compiled "model module" (compiler/model_codegen.h,
 // templates/model/*.cuh), built at construction; GEMMs of the heads run in cuBLASLt
@@ -17,8 +20,8 @@
 //
 // Precision: fp16/bf16 activations and activation gradients, fp32 LayerNorm statistics and
 // embedding sums, fp32 accumulators rounded to the dtype after every add (as CpuBackend does,
-// so a loss-scaled fp16 overflow leaves inf), fp32 masters and moments, optimizer arithmetic in
-// double. Determinism: no atomics anywhere; every reduction has a fixed order, and the embedding
+// so a loss-scaled fp16 overflow leaves inf), fp32 masters and moments, Adam in fp32 math (each
+// operation explicitly rounded), Lamb in double. Determinism: no atomics anywhere; every reduction has a fixed order, and the embedding
 // table gradients are grouped by token id on the host (CSR) so repeated ids add in a fixed
 // order: forward_backward is bitwise reproducible run to run (stochastic_mode aside, which lets
 // the layers autotune their GEMMs).
@@ -99,8 +102,8 @@ class CudaBackend : public TrainBackend {
     CUdeviceptr ensure(Context& ctx, size_t bytes);
   };
 
-  void launch(const char* kernel, unsigned grid, const void* params);
-  void launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params);
+  void launch(const char* kernel, unsigned grid, const void* params) const;
+  void launch_on(CUstream stream, const char* kernel, unsigned grid, const void* params) const;
   void sync_compute_params();  // masters -> layer and head weights (dtype)
   // LayerNorm gamma/beta gradients += (p without part / chunk_rows): partial sums per 64-row chunk
   // by `part_kernel` over every block of the grid, then their ordered sum (ln_part_ the workspace).
@@ -116,14 +119,22 @@ class CudaBackend : public TrainBackend {
   ncclDataType_t nccl_dtype() const { return dtype_ == DType::BF16 ? ncclBfloat16 : ncclFloat16; }
   ParamMap download_all(const DeviceBuffer& buf, const std::string& prefix_avg = "") const;
   void upload_all(DeviceBuffer& buf, const ParamMap& host, const std::string& prefix);
-  double sum_squares(CUdeviceptr x, size_t n);  // deterministic Σ x² in double
+  // Deterministic Σ g² in double of the step's gradients: the fp32 accumulators, or, while
+  // layers_pending_, their non-layer ranges and the layers' dtype gradient buffers.
+  double sum_squares();
   // Before anything reads the accumulators outside forward_backward: the memset zero_grads deferred.
   void settle_zero() const;
+  // Before anything but the norm and adam_multi reads the accumulators: settle_zero, then the
+  // pending layer gradients widened into them (0 + g, as model_accumulate_first).
+  void settle_grads() const;
+  void widen_pending_layers() const;  // the second half of settle_grads
   // forward_backward pieces (bert_cuda_step.cpp)
   void accumulate(CUdeviceptr src_dtype, int idx);
   // dst_f32 += src (onto_zero: dst_f32 = 0 + src, for an accumulator region zero_grads left unzeroed).
   void accumulate_n(CUdeviceptr src_dtype, CUdeviceptr dst_f32, size_t n, CUstream stream = nullptr,
-                    bool onto_zero = false);
+                    bool onto_zero = false) const;
+  // Layer l's dtype gradients into the accumulators on `stream` (nullptr: the main one), as accumulate_n.
+  void accumulate_layer(int l, CUstream stream, bool onto_zero) const;
   void colsum(CUdeviceptr src, int rows, int cols, int ld, int idx);
   void gemm(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias = 0);
   // Data parallel: parameter idx has its final gradient of this step in grads_; all-reduces the
@@ -159,6 +170,7 @@ class CudaBackend : public TrainBackend {
   DeviceBuffer master_, grads_, exp_avg_, exp_avg_sq_, weights_;
   // Activations at max batch × max seq: acts_[i] is layer i's input (acts_[N] the encoder output).
   std::vector<DeviceBuffer> acts_;
+  size_t partial_slots_ = 0;  // doubles of partials_ before its result slots
   DeviceBuffer dgrad_a_, dgrad_b_, final_out_, emb_sum_, emb_dsum_, stats_, mask_, nsp_bufs_, partials_;
   Growable ints_, mlm_, wgrad_, ln_part_, grouped_part_;
   // Page-locked staging of each call's tables and mask (asynchronous uploads); reused once the
@@ -192,6 +204,15 @@ class CudaBackend : public TrainBackend {
   // cleared nor read back.
   mutable bool zero_pending_ = false;
   bool layers_onto_zero_ = false;
+  // BackendOptions::defer_layer_grads resolved (one GPU only). layers_pending_: the last
+  // forward_backward was the step's first and left the layers' gradients in their dtype buffers
+  // (mutable: settle_grads() const widens them).
+  bool defer_layer_grads_ = true;
+  mutable bool layers_pending_ = false;
+  // sum_squares' range tables, uploaded once: [0] all of grads_ (fp32), then for layers_pending_
+  // the non-layer ranges (fp32) and each layer's gradient buffer (dtype).
+  DeviceBuffer sumsq_ranges_;
+  int sumsq_pending_ranges_ = 0;
   std::vector<std::pair<size_t, size_t>> non_layer_ranges_;  // [offset, count) in floats
   bool layers_in_place_ = false;  // this call: layer gradients via reduce_layer_in_place
   std::vector<int> deferred_layers_;  // --delay_allreduce: layers reduced after backward

@@ -123,10 +123,15 @@ struct ScatterRows {
   float* dst;
   int n;
 };
-struct SumSq {
-  const float* x;
-  double* part;
+struct SumSqRange {
+  const void* x;
   uint64_t n;
+  int32_t f32, pad;
+};
+struct SumSq {
+  const SumSqRange* ranges;
+  double* part;
+  int32_t parts;
 };
 struct ReducePartials {
   const double* part;
@@ -143,6 +148,7 @@ struct Adam {
 struct AdamSegment {
   uint64_t offset, n, first_chunk;
   MPtr dst;
+  const void* gsrc;
   int32_t decay, pad;
 };
 struct AdamMulti {
@@ -153,6 +159,7 @@ struct AdamMulti {
   double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
   uint64_t chunk;
   int n_segs;
+  int dtype_grads;
 };
 struct Lamb {
   float* p;
@@ -185,7 +192,8 @@ static_assert(sizeof(ScatterRows) == 32);
 static_assert(sizeof(SumSq) == 24);
 static_assert(sizeof(ReducePartials) == 24);
 static_assert(sizeof(Adam) == 104);
-static_assert(sizeof(AdamSegment) == 40);
+static_assert(sizeof(SumSqRange) == 24);
+static_assert(sizeof(AdamSegment) == 48);
 static_assert(sizeof(AdamMulti) == 120);
 static_assert(sizeof(Lamb) == 120);
 

@@ -138,13 +138,21 @@ std::unique_ptr<PreparedBatch> CudaBackend::prepare(const Batch& batch) const {
 }
 
 
-void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n, CUstream stream, bool onto_zero) {
+void CudaBackend::accumulate_n(CUdeviceptr src, CUdeviceptr dst, size_t n, CUstream stream, bool onto_zero) const {
   mkp::Accumulate p{reinterpret_cast<const void*>(src), reinterpret_cast<float*>(dst), static_cast<uint64_t>(n)};
   launch_on(stream ? stream : ctx_->stream(), onto_zero ? "model_accumulate_first" : "model_accumulate",
             std::min(blocks_for(n), 4096u), &p);
 }
 
 void CudaBackend::accumulate(CUdeviceptr src, int idx) { accumulate_n(src, grad(idx), numel(idx)); }
+
+void CudaBackend::accumulate_layer(int l, CUstream stream, bool onto_zero) const {
+  const GpuLayer& layer = *layers_[static_cast<size_t>(l)];
+  for (int k = 0; k < kLayerParams; ++k) {
+    const int idx = layer_idx_[static_cast<size_t>(l)][static_cast<size_t>(k)];
+    accumulate_n(layer.grad(layer_param_names_[static_cast<size_t>(k)]), grad(idx), numel(idx), stream, onto_zero);
+  }
+}
 
 void CudaBackend::ln_param_grad(const char* part_kernel, const mkp::LnParamGrad& args) {
   mkp::LnParamGrad p = args;
@@ -199,10 +207,13 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   check_batch(batch, opt_);
   ctx_->make_current();
   sumsq_.reset();  // the gradients change
+  widen_pending_layers();  // a second micro-batch overwrites the layers' buffers
   // The first call after zero_grads assigns the layers' gradients, so its deferred memset covers
   // the other parameters only. Should this call throw before the layers are done, the accumulators
   // count as zero again (the next reader clears them all): what they were before the call.
   layers_onto_zero_ = grads_zero_ && !pg_;  // one GPU only (zero_grads)
+  // ... or leaves them in the layers' own buffers (BackendOptions::defer_layer_grads)
+  const bool defer_layers = layers_onto_zero_ && defer_layer_grads_;
   if (zero_pending_) {
     for (const auto& [off, n] : non_layer_ranges_)
       DSKC_CU(cuMemsetD8Async(grads_.ptr() + off * 4, 0, n * 4, ctx_->stream()));
@@ -375,11 +386,10 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   // ---- encoder backward; each layer's gradients (overwritten per call) go into the accumulators
   for (int l = N - 1; l >= 0; --l) {
     layers_[l]->backward(cur, other);
-    if (!layers_in_place_) {
-      for (int k = 0; k < kLayerParams; ++k) {
-        const int idx = layer_idx_[static_cast<size_t>(l)][k];
-        accumulate_n(layers_[l]->grad(layer_param_names_[k]), grad(idx), numel(idx), nullptr, layers_onto_zero_);
-      }
+    if (defer_layers) {
+      // read where they are (sum_squares, adam_multi) or widened by settle_grads
+    } else if (!layers_in_place_) {
+      accumulate_layer(l, nullptr, layers_onto_zero_);
     } else if (opt_.delay_allreduce) {
       deferred_layers_.push_back(l);
     } else {
@@ -417,6 +427,7 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   }
   for (int l : deferred_layers_) reduce_layer_in_place(l);
   first_call.armed = false;  // every layer's gradients are in
+  layers_pending_ = defer_layers;
   for (int idx : {word_, pos_, type_, emb_ln_w_, emb_ln_b_}) grad_ready(idx);
   mark(phase::kEmbeddingsBwd);
   if (syncing_) {

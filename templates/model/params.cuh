@@ -15,11 +15,14 @@
 //   grouped_rows_compact dst[u] = T(Σ_{r in group[u]} src[r])  the same sums for a list of
 //                        rows (the union of the ranks' token ids; group -1: zeros), compact
 //   scatter_add_rows     dst[target[u]] += src[u] (T), acc_add  the summed compact rows back
-//   sumsq_partial / reduce_partials  Σ x² in double: grid-stride over a FIXED grid, then one
-//                        block adds the partials in order (deterministic two-stage)
-//   adam_step / lamb_stage1 / lamb_stage2  trainer/optimizer.h's updates in double
+//   sumsq_partial / reduce_partials  Σ x² in double over a table of ranges (fp32 accumulators or
+//                        T gradients): a FIXED number of blocks per range, grid-stride within it,
+//                        then one block adds the partials in order (deterministic two-stage)
+//   adam_step / lamb_stage1 / lamb_stage2  trainer/optimizer.h's updates (Adam in fp32 math)
 //   adam_multi           adam_step over every parameter tensor in one launch (a table of
-//                        segments of the flat buffers), writing the compute copies too
+//                        segments of the flat buffers), writing the compute copies too; with
+//                        dtype_grads, the layers' segments read their T gradients directly
+//                        (one micro-batch per step: the fp32 accumulator would be 0 + g)
 // Grid-stride loops use gridDim.x, so results depend only on the launch's grid size.
 #pragma once
 #include "dskc_config.cuh"
@@ -84,10 +87,18 @@ struct ScatterRowsParams {
   int n;
 };
 
-struct SumSqParams {
-  const float* x;  // [n]
-  double* part;    // [gridDim.x]
+// A range of sumsq_partial: n elements from x, fp32 (f32 != 0) or T; x 16-byte aligned.
+struct SumSqRange {
+  const void* x;
   unsigned long long n;
+  int f32, pad;
+};
+static_assert(sizeof(SumSqRange) == 24, "trainer/bert_cuda_params.h mkp::SumSqRange");
+
+struct SumSqParams {
+  const SumSqRange* ranges;  // [gridDim.x / parts]
+  double* part;              // [gridDim.x]: block b sums its share of range b / parts
+  int parts;                 // blocks per range
 };
 
 struct ReducePartialsParams {
@@ -106,13 +117,16 @@ struct AdamParams {
 };
 
 // One parameter tensor of adam_multi: its place in the flat fp32 buffers (masters, gradients and
-// moments share offsets), its compute copy, whether it decays, and its first chunk of the grid.
+// moments share offsets), its compute copy, whether it decays, its first chunk of the grid, and,
+// for an encoder layer's tensor, the layer's own T gradient (read instead of the accumulator when
+// AdamMultiParams::dtype_grads is set; nullptr otherwise).
 struct AdamSegment {
   unsigned long long offset, n, first_chunk;
   T* dst;
+  const T* gsrc;
   int decay;
 };
-static_assert(sizeof(AdamSegment) == 40, "trainer/bert_cuda_params.h mkp::AdamSegment");
+static_assert(sizeof(AdamSegment) == 48, "trainer/bert_cuda_params.h mkp::AdamSegment");
 
 struct AdamMultiParams {
   float* p;
@@ -123,6 +137,7 @@ struct AdamMultiParams {
   double gmul, beta1, beta2, bc1, sqrt_bc2, eps, lr, wd;
   unsigned long long chunk;  // elements per block
   int n_segs;
+  int dtype_grads;  // segments with gsrc read it (as 0 + g: the accumulator model_accumulate_first writes)
 };
 
 struct LambParams {
@@ -282,21 +297,46 @@ __device__ __forceinline__ void scatter_add_rows_impl(const ScatterRowsParams& p
   for (int c = threadIdx.x; c < kH; c += kModelThreads) acc_add(d + c, to_f(s[c]));
 }
 
-// 16-byte loads when x is 16-byte aligned (the flat gradients always are), the rest one by one.
-__device__ __forceinline__ void sumsq_partial_impl(const SumSqParams& p) {
+// Σ x² of block b's share of range r (of `parts` blocks): 16-byte loads (__ldg: the pointer comes
+// from a table, so the compiler would not know it global), each load's squares added pairwise
+// before the running sum; the rest one by one.
+template <typename U>
+__device__ __forceinline__ double sumsq_share(const SumSqRange& r, unsigned b, unsigned parts) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(U));
+  union Vec {
+    uint4 raw;
+    U v[kV];
+  };
+  const U* x = static_cast<const U*>(r.x);
+  const unsigned long long nv = r.n / kV, step = static_cast<unsigned long long>(parts) * blockDim.x;
   double s = 0.0;
-  const unsigned long long nv = reinterpret_cast<unsigned long long>(p.x) % 16 == 0 ? p.n / 4 : 0;
-  const float4* x4 = reinterpret_cast<const float4*>(p.x);
-  DSKC_GRID_STRIDE(i, nv) {
-    const float4 v = x4[i];
-    const double a = v.x, b = v.y, c = v.z, d = v.w;
-    s += (a * a + b * b) + (c * c + d * d);
+  for (unsigned long long i = static_cast<unsigned long long>(b) * blockDim.x + threadIdx.x; i < nv; i += step) {
+    Vec v;
+    v.raw = __ldg(reinterpret_cast<const uint4*>(x) + i);
+    double q[kV];
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+      const double e = to_f(v.v[k]);
+      q[k] = e * e;
+    }
+#pragma unroll
+    for (int w = 1; w < kV; w *= 2)  // (q0 + q1) + (q2 + q3), ...: a fixed tree
+#pragma unroll
+      for (int k = 0; k + w < kV; k += 2 * w) q[k] += q[k + w];
+    s += q[0];
   }
-  const unsigned long long done = nv * 4;
-  DSKC_GRID_STRIDE(i, p.n - done) {
-    const double x = p.x[done + i];
-    s += x * x;
+  const unsigned long long done = nv * kV;
+  for (unsigned long long i = static_cast<unsigned long long>(b) * blockDim.x + threadIdx.x; done + i < r.n; i += step) {
+    const double e = to_f(__ldg(x + done + i));
+    s += e * e;
   }
+  return s;
+}
+
+__device__ __forceinline__ void sumsq_partial_impl(const SumSqParams& p) {
+  const unsigned parts = static_cast<unsigned>(p.parts);
+  const SumSqRange r = p.ranges[blockIdx.x / parts];
+  double s = r.f32 ? sumsq_share<float>(r, blockIdx.x % parts, parts) : sumsq_share<T>(r, blockIdx.x % parts, parts);
   s = model_block_sum(s);
   if (threadIdx.x == 0) p.part[blockIdx.x] = s;
 }
@@ -340,11 +380,11 @@ __device__ __forceinline__ float adam_update(const AdamScalars& c, float wd, flo
   return __fmaf_rn(-c.lr, u, p);
 }
 
-// adam_update on element i of a's flat arrays, stored back; returns the new p.
+// adam_update on element i of a's flat arrays with gradient g, stored back; returns the new p.
 template <bool kAdamW, typename A>
-__device__ __forceinline__ float adam_element(const AdamScalars& c, float wd, const A& a, unsigned long long i) {
+__device__ __forceinline__ float adam_element(const AdamScalars& c, float wd, const A& a, unsigned long long i, float g) {
   float m = a.m[i], v = a.v[i];
-  const float p = adam_update<kAdamW>(c, wd, a.p[i], a.g[i], m, v);
+  const float p = adam_update<kAdamW>(c, wd, a.p[i], g, m, v);
   a.p[i] = p;
   a.m[i] = m;
   a.v[i] = v;
@@ -355,13 +395,24 @@ template <bool kAdamW>
 __device__ __forceinline__ void adam_step_impl(const AdamParams& a) {
   const AdamScalars c = adam_scalars(a);
   const float wd = static_cast<float>(a.wd);
-  DSKC_GRID_STRIDE(i, a.n) adam_element<kAdamW>(c, wd, a, i);
+  DSKC_GRID_STRIDE(i, a.n) adam_element<kAdamW>(c, wd, a, i, a.g[i]);
 }
+
+// The raw type of four elements of `bytes` each, for one __ldg.
+template <int kBytes>
+struct Raw4 {
+  using type = uint4;
+};
+template <>
+struct Raw4<2> {
+  using type = uint2;
+};
 
 // Block b updates chunk b - first_chunk of the segment whose chunks hold b (binary search), and
 // writes each new master value's compute copy as cast_params would. A thread owns groups of four
-// consecutive elements (16-byte loads of the master, gradient and moments: segment offsets are
-// multiples of kAlignFloats), all loaded before any store; a segment's last partial group goes
+// consecutive elements (16-byte loads of the master, fp32 gradient and moments: segment offsets
+// are multiples of kAlignFloats; a layer's T gradients in one 4·sizeof(T)-byte load: its tensors
+// start 256-byte aligned), all loaded before any store; a segment's last partial group goes
 // element by element.
 template <bool kAdamW>
 __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
@@ -374,6 +425,12 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       hi = mid - 1;
   }
   const AdamSegment s = a.segs[lo];
+  const T* gs = a.dtype_grads ? s.gsrc : nullptr;
+  using Raw = Raw4<sizeof(T)>::type;
+  union Vec4 {
+    Raw raw;
+    T v[4];
+  };
   const AdamScalars c = adam_scalars(a);
   const float wd = s.decay ? static_cast<float>(a.wd) : 0.f;
   const unsigned long long begin = (blockIdx.x - s.first_chunk) * a.chunk;
@@ -382,7 +439,14 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
     const unsigned long long i = s.offset + j;
     if (j + 4 <= end) {
       float4 p = *reinterpret_cast<const float4*>(a.p + i);
-      const float4 g = *reinterpret_cast<const float4*>(a.g + i);
+      float4 g;
+      if (gs) {
+        Vec4 t;
+        t.raw = __ldg(reinterpret_cast<const Raw*>(gs + j));
+        g = make_float4(0.f + to_f(t.v[0]), 0.f + to_f(t.v[1]), 0.f + to_f(t.v[2]), 0.f + to_f(t.v[3]));
+      } else {
+        g = *reinterpret_cast<const float4*>(a.g + i);
+      }
       float4 m = *reinterpret_cast<const float4*>(a.m + i);
       float4 v = *reinterpret_cast<const float4*>(a.v + i);
       p.x = adam_update<kAdamW>(c, wd, p.x, g.x, m.x, v.x);
@@ -397,7 +461,10 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       s.dst[j + 2] = from_f<T>(p.z);
       s.dst[j + 3] = from_f<T>(p.w);
     } else {
-      for (unsigned long long k = j; k < end; ++k) s.dst[k] = from_f<T>(adam_element<kAdamW>(c, wd, a, s.offset + k));
+      for (unsigned long long k = j; k < end; ++k) {
+        const float g = gs ? 0.f + to_f(__ldg(gs + k)) : a.g[s.offset + k];
+        s.dst[k] = from_f<T>(adam_element<kAdamW>(c, wd, a, s.offset + k, g));
+      }
     }
   }
 }

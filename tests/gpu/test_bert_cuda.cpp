@@ -525,3 +525,71 @@ TEST_CASE("CudaBackend multi-tensor Adam (one launch, compute copies included): 
     }
   }
 }
+
+TEST_CASE("CudaBackend deferred layer gradients (one micro-batch per step): bitwise the accumulated form") {
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const ParamMap params = test_params(s, 37);
+    BackendOptions def_opt = options(s, t), acc_opt = options(s, t);
+    def_opt.defer_layer_grads = 1;  // the layers' gradients stay in their dtype buffers
+    acc_opt.defer_layer_grads = 0;  // widened into the fp32 accumulators after each layer
+    CudaBackend def(def_opt), acc(acc_opt);
+    def.import_params(params, "test params");
+    acc.import_params(params, "test params");
+    OptimizerSettings adamw;
+    adamw.type = OptimizerType::Adam;
+    adamw.lr = 1e-3;
+    adamw.weight_decay = 0.01;
+    adamw.bias_correction = true;
+    OptimizerSettings adam_l2 = adamw;
+    adam_l2.adam_w_mode = false;
+    OptimizerSettings lamb = adamw;
+    lamb.type = OptimizerType::Lamb;
+    // Step 1 and 5: the norm and the one-launch Adam read the pending gradients. Step 2:
+    // export_grads widens them first. Step 3: a second micro-batch widens them before its backward.
+    // Step 4: Lamb (per tensor) widens them.
+    const OptimizerSettings* settings[] = {&adamw, &adamw, &adam_l2, &lamb, &adam_l2};
+    for (int step = 1; step <= 5; ++step) {
+      CAPTURE(step);
+      MicroStep m;
+      m.loss_scale = 64.0;
+      m.rng_step = static_cast<uint32_t>(step);
+      def.zero_grads();
+      acc.zero_grads();
+      const int micro = step == 3 ? 2 : 1;
+      m.accumulation = micro;
+      for (int k = 0; k < micro; ++k) {
+        const Batch b = make_batch(4, 32, 6, s.vocab_size, 90 + 10 * step + k);
+        const StepLoss ld = def.forward_backward(b, m), la = acc.forward_backward(b, m);
+        CHECK(ld.mlm_loss == la.mlm_loss);  // the compute copies the updates wrote agree
+        CHECK(ld.nsp_loss == la.nsp_loss);
+      }
+      if (step == 2) {
+        const ParamMap gd = def.export_grads(), ga = acc.export_grads();
+        for (const auto& [name, v] : ga) CHECK_MESSAGE(v == gd.at(name), name << ": widened late vs at once");
+      }
+      // The same Σ g² over other ranges in another order: equal to rounding.
+      CHECK(def.grads_finite());
+      const double nd = def.grad_norm(64.0), na = acc.grad_norm(64.0);
+      CHECK(na > 0.0);
+      CHECK(std::fabs(nd - na) <= 1e-12 * na);
+      UpdateArgs a;
+      a.lr = 2e-3;
+      a.grad_scale = 64.0;
+      a.step = step;
+      a.clip_coef = clip_coefficient(na, 1.0);
+      def.optimizer_step(*settings[step - 1], a);
+      acc.optimizer_step(*settings[step - 1], a);
+      CHECK(def.export_params() == acc.export_params());
+      CHECK(def.export_optimizer_state() == acc.export_optimizer_state());
+      // after the update the gradients are still the step's (a reader widens them now)
+      const ParamMap gd = def.export_grads(), ga = acc.export_grads();
+      for (const auto& [name, v] : ga) CHECK_MESSAGE(v == gd.at(name), name << " after the update");
+    }
+    // zero_grads drops pending gradients: the next step's norm is its own
+    def.zero_grads();
+    CHECK(def.grad_norm(1.0) == 0.0);
+  }
+}
