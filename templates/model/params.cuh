@@ -159,6 +159,10 @@ __device__ __forceinline__ void cast_params_impl(const CastParams& p) {
   DSKC_GRID_STRIDE(i, p.n) p.dst[i] = from_f<T>(p.src[i]);
 }
 
+// A T gradient as the fp32 accumulator holds it after adding it onto a zeroed one: 0 + g, so −0
+// becomes +0 (model_accumulate_first writes this; adam_multi reads pending layer gradients so).
+__device__ __forceinline__ float onto_zero(T g) { return 0.f + to_f(g); }
+
 // dst += src (acc_add), or with kAssign dst = src (exact: T -> fp32). Eight elements per step
 // with 16-byte accesses when both pointers are 16-byte aligned (the gradient buffers are), the
 // rest one by one; elementwise, so the grid does not change the result.
@@ -183,14 +187,14 @@ __device__ __forceinline__ void accumulate_impl(const AccumulateParams& p) {
     }
 #pragma unroll
     for (int k = 0; k < kVec; ++k)
-      d[k] = kAssign ? (kFromZero ? 0.f + to_f(s[k]) : to_f(s[k])) : round_to<T>(d[k] + to_f(s[k]));
+      d[k] = kAssign ? (kFromZero ? onto_zero(s[k]) : to_f(s[k])) : round_to<T>(d[k] + to_f(s[k]));
     dp[0] = reinterpret_cast<const float4*>(d)[0];
     dp[1] = reinterpret_cast<const float4*>(d)[1];
   }
   const unsigned long long done = nv * kVec;
   DSKC_GRID_STRIDE(i, p.n - done) {
     if constexpr (kAssign)
-      p.dst[done + i] = kFromZero ? 0.f + to_f(p.src[done + i]) : to_f(p.src[done + i]);
+      p.dst[done + i] = kFromZero ? onto_zero(p.src[done + i]) : to_f(p.src[done + i]);
     else
       acc_add(p.dst + done + i, to_f(p.src[done + i]));
   }
@@ -443,7 +447,7 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       if (gs) {
         Vec4 t;
         t.raw = __ldg(reinterpret_cast<const Raw*>(gs + j));
-        g = make_float4(0.f + to_f(t.v[0]), 0.f + to_f(t.v[1]), 0.f + to_f(t.v[2]), 0.f + to_f(t.v[3]));
+        g = make_float4(onto_zero(t.v[0]), onto_zero(t.v[1]), onto_zero(t.v[2]), onto_zero(t.v[3]));
       } else {
         g = *reinterpret_cast<const float4*>(a.g + i);
       }
@@ -462,7 +466,7 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       s.dst[j + 3] = from_f<T>(p.w);
     } else {
       for (unsigned long long k = j; k < end; ++k) {
-        const float g = gs ? 0.f + to_f(__ldg(gs + k)) : a.g[s.offset + k];
+        const float g = gs ? onto_zero(__ldg(gs + k)) : a.g[s.offset + k];
         s.dst[k] = from_f<T>(adam_element<kAdamW>(c, wd, a, s.offset + k, g));
       }
     }

@@ -67,6 +67,22 @@ ParamMap test_params(const BertShape& s, uint64_t seed) {
   return p;
 }
 
+// AdamW with weight decay and bias correction, and the same as Adam with L2 decay: the updates the
+// one-launch optimizer tests compare.
+OptimizerSettings adamw_settings() {
+  OptimizerSettings s;
+  s.type = OptimizerType::Adam;
+  s.lr = 1e-3;
+  s.weight_decay = 0.01;
+  s.bias_correction = true;
+  return s;
+}
+OptimizerSettings adam_l2_settings() {
+  OptimizerSettings s = adamw_settings();
+  s.adam_w_mode = false;
+  return s;
+}
+
 // Random batch: sample b has length len[b] (input_mask 1 there, padding after), predictions at
 // distinct random positions in [1, len) followed by 0-padding (sample 1 uses every slot).
 Batch make_batch(int B, int S, int P, int vocab, uint64_t seed) {
@@ -490,13 +506,7 @@ TEST_CASE("CudaBackend multi-tensor Adam (one launch, compute copies included): 
     CudaBackend multi(multi_opt), per(per_opt);
     multi.import_params(params, "test params");
     per.import_params(params, "test params");
-    OptimizerSettings adamw;
-    adamw.type = OptimizerType::Adam;
-    adamw.lr = 1e-3;
-    adamw.weight_decay = 0.01;
-    adamw.bias_correction = true;
-    OptimizerSettings adam_l2 = adamw;
-    adam_l2.adam_w_mode = false;
+    const OptimizerSettings adamw = adamw_settings(), adam_l2 = adam_l2_settings();
     const OptimizerSettings* settings[] = {&adamw, &adam_l2, &adamw};
     StepLoss before{};
     for (int step = 1; step <= 3; ++step) {
@@ -538,13 +548,7 @@ TEST_CASE("CudaBackend deferred layer gradients (one micro-batch per step): bitw
     CudaBackend def(def_opt), acc(acc_opt);
     def.import_params(params, "test params");
     acc.import_params(params, "test params");
-    OptimizerSettings adamw;
-    adamw.type = OptimizerType::Adam;
-    adamw.lr = 1e-3;
-    adamw.weight_decay = 0.01;
-    adamw.bias_correction = true;
-    OptimizerSettings adam_l2 = adamw;
-    adam_l2.adam_w_mode = false;
+    const OptimizerSettings adamw = adamw_settings(), adam_l2 = adam_l2_settings();
     OptimizerSettings lamb = adamw;
     lamb.type = OptimizerType::Lamb;
     // Step 1 and 5: the norm and the one-launch Adam read the pending gradients. Step 2:
