@@ -117,6 +117,21 @@ struct BackendOptions {
   // accumulators. Bitwise the same update. -1: from DSKC_LAYER_GRADS ("defer" or unset: on;
   // "accumulate": off, each layer's gradients widened right after its backward).
   int defer_layer_grads = -1;
+  // CUDA backend, one GPU, the one-launch Adam / AdamW: how the update meets the next step.
+  // 0 "sync": the host waits for the update before it goes on; 1 "async": the update queued on the
+  // main stream, the host goes on to the next step's batch; 2 "overlap": the update on a stream of
+  // its own at the highest priority, one launch per group (the embedding and head tensors, then
+  // each encoder layer's), and the next forward waits for a group only right before the first
+  // kernel that reads it (the embeddings, layer l), so the update runs under the forward's GEMMs;
+  // 3 "overlap_low": as 2 at the main stream's priority. Bitwise the same update in every form.
+  // All four trained BERT-Large at the same rate on an H100 (bench/NOTES.md t4: the update's 3.2 ms
+  // left the main stream and the forward grew by as much), so the default stays 0.
+  // -1: from DSKC_OPTIMIZER_OVERLAP (unset: sync).
+  int optimizer_overlap = -1;
+  // Test hook (optimizer_overlap 2 / 3): each update's stream first waits until
+  // CudaBackend::release_held_optimizer() is called (from any thread), so a test can hold the
+  // update while the next forward is queued and see that the forward waited for it.
+  bool test_hold_optimizer = false;
 };
 
 class TrainBackend {

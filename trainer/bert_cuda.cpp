@@ -221,6 +221,49 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
       }
     }
   }
+
+  optimizer_overlap_ =
+      opt.optimizer_overlap < 0
+          ? env_choice("DSKC_OPTIMIZER_OVERLAP", 0, {{"sync", 0}, {"async", 1}, {"overlap", 2}, {"overlap_low", 3}},
+                       "sync (the default: the host waits for the update), async (the update queued on the main "
+                       "stream, the host not waiting for it), overlap (the one-launch Adam on a high-priority stream "
+                       "of its own, layer by layer under the next forward) or overlap_low (the same at normal "
+                       "priority)")
+          : opt.optimizer_overlap;
+  DSKC_ASSERT(optimizer_overlap_ >= 0 && optimizer_overlap_ <= 3, "BackendOptions::optimizer_overlap is -1 or 0-3");
+  if (pg_) optimizer_overlap_ = 0;  // data parallel as before: the other forms have no two-GPU test yet
+  if (optimizer_overlap_ >= 2) {
+    int least = 0, greatest = 0;
+    DSKC_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+    DSKC_CU(cuStreamCreateWithPriority(&opt_stream_, CU_STREAM_NON_BLOCKING,
+                                       optimizer_overlap_ == 2 ? greatest : least));
+    DSKC_CU(cuEventCreate(&opt_ready_, CU_EVENT_DISABLE_TIMING));
+    opt_done_.assign(layers_.size() + 1, nullptr);
+    for (CUevent& e : opt_done_) DSKC_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    if (opt.test_hold_optimizer) {
+      hold_word_ = DeviceBuffer(*ctx_, 256);
+      DSKC_CU(cuMemsetD8Async(hold_word_.ptr(), 0, hold_word_.bytes(), ctx_->stream()));
+      DSKC_CU(cuStreamCreate(&release_stream_, CU_STREAM_NON_BLOCKING));
+      ctx_->synchronize();
+    }
+  }
+}
+
+void CudaBackend::release_held_optimizer() {
+  DSKC_ASSERT(release_stream_ != nullptr, "release_held_optimizer without BackendOptions::test_hold_optimizer");
+  ctx_->make_current();
+  DSKC_CU(cuMemsetD32Async(hold_word_.ptr(), hold_seq_, 1, release_stream_));
+  DSKC_CU(cuStreamSynchronize(release_stream_));
+}
+
+void CudaBackend::join_optimizer() const {
+  if (!opt_in_flight_) return;
+  DSKC_CU(cuStreamWaitEvent(ctx_->stream(), opt_done_.back(), 0));  // the groups run in order
+  opt_in_flight_ = false;
+}
+
+void CudaBackend::wait_optimizer_group(int g) const {
+  if (opt_in_flight_) DSKC_CU(cuStreamWaitEvent(ctx_->stream(), opt_done_[static_cast<size_t>(g)], 0));
 }
 
 void CudaBackend::grad_ready(int idx) {
@@ -296,9 +339,17 @@ CudaBackend::~CudaBackend() {
     pg_->release_nccl();
   }
   try {
-    if (ctx_) ctx_->synchronize();
+    if (ctx_) {
+      if (release_stream_) release_held_optimizer();  // a held update would never end
+      join_optimizer();
+      ctx_->synchronize();
+    }
   } catch (...) {
   }
+  if (opt_stream_) driver().cuStreamDestroy(opt_stream_);
+  if (release_stream_) driver().cuStreamDestroy(release_stream_);
+  if (opt_ready_) driver().cuEventDestroy(opt_ready_);
+  for (CUevent e : opt_done_) driver().cuEventDestroy(e);
   if (union_host_) driver().cuMemFreeHost(union_host_);
   if (staging_) driver().cuMemFreeHost(staging_);
   if (staging_done_) driver().cuEventDestroy(staging_done_);
@@ -357,6 +408,7 @@ void CudaBackend::sync_compute_params() {
 }
 
 ParamMap CudaBackend::download_all(const DeviceBuffer& buf, const std::string& prefix) const {
+  join_optimizer();
   const std::vector<float> all = download(*ctx_, buf.ptr(), total_floats_, DType::F32);
   ParamMap out;
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -367,6 +419,7 @@ ParamMap CudaBackend::download_all(const DeviceBuffer& buf, const std::string& p
 }
 
 void CudaBackend::upload_all(DeviceBuffer& buf, const ParamMap& host, const std::string& prefix) {
+  join_optimizer();
   std::vector<float> all(total_floats_, 0.0f);
   for (size_t i = 0; i < specs_.size(); ++i) {
     const std::vector<float>& v = host.at(prefix + specs_[i].name);
@@ -418,6 +471,7 @@ void CudaBackend::zero_grads() {
 }
 
 void CudaBackend::settle_zero() const {
+  join_optimizer();  // every caller reads or writes what an update in flight may still use
   if (!zero_pending_) return;
   ctx_->make_current();
   DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_->stream()));
@@ -426,6 +480,7 @@ void CudaBackend::settle_zero() const {
 
 void CudaBackend::widen_pending_layers() const {
   if (!layers_pending_) return;
+  join_optimizer();
   ctx_->make_current();
   for (size_t l = 0; l < layers_.size(); ++l) accumulate_layer(static_cast<int>(l), nullptr, true);
   layers_pending_ = false;
@@ -529,7 +584,28 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
     DSKC_ASSERT(chunks <= 0x7fffffffu, "adam_multi: grid too large");
     adam_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
     DSKC_CU(cuMemcpyHtoDAsync(adam_segments_.ptr(), segs.data(), adam_segments_.bytes(), ctx_->stream()));
-    ctx_->synchronize();  // `segs` goes out of scope
+    // The overlapped form's groups: the same segments, group after group, each group's chunks
+    // counted from 0 (its own launch), so every element gets the same block-relative place.
+    std::vector<mkp::AdamSegment> grouped;
+    for (size_t g = 0; g < opt_done_.size(); ++g) {
+      AdamGroup grp{grouped.size(), 0, 0};
+      for (size_t i = 0; i < specs_.size(); ++i) {
+        if (static_cast<size_t>(specs_[i].layer + 1) != g) continue;  // layer -1: the embeddings and heads
+        mkp::AdamSegment sg = segs[i];
+        sg.first_chunk = grp.chunks;
+        grp.chunks += static_cast<unsigned>((sg.n + kChunk - 1) / kChunk);
+        grp.n_segs += 1;
+        grouped.push_back(sg);
+      }
+      adam_groups_.push_back(grp);
+    }
+    if (!grouped.empty()) {
+      DSKC_ASSERT(grouped.size() == segs.size(), "adam_multi: every tensor in one group");
+      adam_group_segments_ = DeviceBuffer(*ctx_, grouped.size() * sizeof(mkp::AdamSegment));
+      DSKC_CU(cuMemcpyHtoDAsync(adam_group_segments_.ptr(), grouped.data(), adam_group_segments_.bytes(),
+                                ctx_->stream()));
+    }
+    ctx_->synchronize();  // `segs` and `grouped` go out of scope
     adam_chunks_ = static_cast<unsigned>(chunks);
     adam_n_segs_ = static_cast<int>(segs.size());
   }
@@ -550,9 +626,24 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
                    kChunk,
                    adam_n_segs_,
                    layers_pending_ ? 1 : 0};
-  const bool adamw = s.type == OptimizerType::AdamW || s.adam_w_mode;
-  launch(adamw ? "model_adamw_multi" : "model_adam_multi", adam_chunks_, &p);
-  ctx_->synchronize();
+  const char* kernel = s.type == OptimizerType::AdamW || s.adam_w_mode ? "model_adamw_multi" : "model_adam_multi";
+  if (optimizer_overlap_ >= 2) {  // group by group on opt_stream_, after everything queued so far
+    DSKC_CU(cuEventRecord(opt_ready_, ctx_->stream()));
+    DSKC_CU(cuStreamWaitEvent(opt_stream_, opt_ready_, 0));
+    if (release_stream_)  // test hook: held until release_held_optimizer()
+      DSKC_CU(cuStreamWaitValue32(opt_stream_, hold_word_.ptr(), ++hold_seq_, CU_STREAM_WAIT_VALUE_GEQ));
+    const auto* table = reinterpret_cast<const mkp::AdamSegment*>(adam_group_segments_.ptr());
+    for (size_t g = 0; g < adam_groups_.size(); ++g) {
+      p.segs = table + adam_groups_[g].first_seg;
+      p.n_segs = adam_groups_[g].n_segs;
+      launch_on(opt_stream_, kernel, adam_groups_[g].chunks, &p);
+      DSKC_CU(cuEventRecord(opt_done_[g], opt_stream_));
+    }
+    opt_in_flight_ = true;  // the next forward waits for each group where it needs it
+    return;
+  }
+  launch(kernel, adam_chunks_, &p);
+  if (optimizer_overlap_ == 0) ctx_->synchronize();
 }
 
 namespace {

@@ -13,6 +13,8 @@
 // GPU, in a step's first micro-batch (BackendOptions::defer_layer_grads): the accumulators would
 // hold exactly 0 + g, so the gradients stay in the layers' buffers, where the gradient norm and
 // the one-launch Adam read them, until a second micro-batch or another reader widens them.
+// The one-launch Adam may also run without the host waiting for it, or on a stream of its own under
+// the next forward (BackendOptions::optimizer_overlap; the same update, not faster on an H100).
 //
 // Model-level kernels come from one NVRTC-compiled "model module" (compiler/model_codegen.h,
 // templates/model/*.cuh), built at construction; GEMMs of the heads run in cuBLASLt
@@ -88,6 +90,8 @@ class CudaBackend : public TrainBackend {
   // BackendOptions::cuda_graphs: the encoder layers' forward and backward calls launched as CUDA
   // graphs so far (all layers together).
   size_t layer_graph_launches() const;
+  // BackendOptions::test_hold_optimizer: lets the held updates run (callable from another thread).
+  void release_held_optimizer();
 
  protected:
   // Events on the main stream (the device time of a mark: when the GPU's queue reached it).
@@ -186,6 +190,29 @@ class CudaBackend : public TrainBackend {
   DeviceBuffer adam_segments_;
   unsigned adam_chunks_ = 0;
   int adam_n_segs_ = 0;
+  // BackendOptions::optimizer_overlap resolved (0 with a process group). For 2 / 3: the update's
+  // stream, its groups (adam_group_segments_: group after group, each one's first_chunk counted
+  // from its own first block; [0] the embedding and head tensors, [1 + l] layer l's), the event
+  // after each group's launch and the one it starts from. opt_in_flight_: an update whose groups
+  // the main stream has not waited for yet (the next forward waits group by group; any other
+  // reader of the parameters, gradients or moments calls join_optimizer first).
+  int optimizer_overlap_ = 0;
+  CUstream opt_stream_ = nullptr;
+  CUevent opt_ready_ = nullptr;
+  std::vector<CUevent> opt_done_;
+  struct AdamGroup {
+    size_t first_seg;
+    int n_segs;
+    unsigned chunks;
+  };
+  std::vector<AdamGroup> adam_groups_;
+  DeviceBuffer adam_group_segments_;
+  mutable bool opt_in_flight_ = false;
+  DeviceBuffer hold_word_;  // test_hold_optimizer: the update's stream waits for it to reach hold_seq_
+  uint32_t hold_seq_ = 0;
+  CUstream release_stream_ = nullptr;
+  void join_optimizer() const;           // the main stream waits for all of an update in flight
+  void wait_optimizer_group(int g) const;  // ... for group g only (forward_backward)
   int vocab_pad_ = 0;  // logits row stride (vocab rounded up to 8 elements: aligned rows)
 
   // Data parallel: buckets over grads_ (each bucket is a run of consecutive parameters, so one

@@ -214,6 +214,9 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   layers_onto_zero_ = grads_zero_ && !pg_;  // one GPU only (zero_grads)
   // ... or leaves them in the layers' own buffers (BackendOptions::defer_layer_grads)
   const bool defer_layers = layers_onto_zero_ && defer_layer_grads_;
+  // An update in flight (BackendOptions::optimizer_overlap): the embedding and head tensors' group
+  // before their gradients are cleared and the embeddings read, each layer's right before its forward.
+  wait_optimizer_group(0);
   if (zero_pending_) {
     for (const auto& [off, n] : non_layer_ranges_)
       DSKC_CU(cuMemsetD8Async(grads_.ptr() + off * 4, 0, n * 4, ctx_->stream()));
@@ -301,7 +304,11 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   }
   mark(phase::kEmbeddingsFwd);
   // ---- encoder
-  for (int l = 0; l < N; ++l) layers_[l]->forward(acts_[l].ptr(), mask_.ptr(), acts_[l + 1].ptr(), B, S, m.rng_step);
+  for (int l = 0; l < N; ++l) {
+    wait_optimizer_group(l + 1);
+    layers_[l]->forward(acts_[l].ptr(), mask_.ptr(), acts_[l + 1].ptr(), B, S, m.rng_step);
+  }
+  opt_in_flight_ = false;  // every group waited for
   mark(phase::kEncoderFwd);
   const CUdeviceptr x_out = acts_[static_cast<size_t>(N)].ptr();
   CUdeviceptr y = x_out;

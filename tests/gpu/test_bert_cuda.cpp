@@ -11,9 +11,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -595,5 +597,84 @@ TEST_CASE("CudaBackend deferred layer gradients (one micro-batch per step): bitw
     // zero_grads drops pending gradients: the next step's norm is its own
     def.zero_grads();
     CHECK(def.grad_norm(1.0) == 0.0);
+  }
+}
+
+TEST_CASE("CudaBackend update queued without the host (async) and under the next forward (overlap): bitwise the "
+          "host-synchronized update") {
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const ParamMap params = test_params(s, 41);
+    // [0] sync, the reference; [1] async; [2] overlap; [3] overlap_low; [4] overlap with each update
+    // held until the next forward has been queued and waited 100 ms (test_hold_optimizer).
+    std::vector<std::unique_ptr<CudaBackend>> b;
+    for (int mode : {0, 1, 2, 3, 2}) {
+      BackendOptions o = options(s, t);
+      o.optimizer_overlap = mode;
+      o.test_hold_optimizer = b.size() == 4;
+      b.push_back(std::make_unique<CudaBackend>(o));
+      b.back()->import_params(params, "test params");
+    }
+    CudaBackend& held = *b[4];
+    const OptimizerSettings adamw = adamw_settings(), adam_l2 = adam_l2_settings();
+    for (int step = 1; step <= 5; ++step) {
+      CAPTURE(step);
+      MicroStep m;
+      m.loss_scale = 64.0;
+      m.rng_step = static_cast<uint32_t>(step);
+      const int micro = step == 3 ? 2 : 1;  // step 3: two micro-batches (widened gradients)
+      m.accumulation = micro;
+      for (auto& x : b) x->zero_grads();
+      for (int k = 0; k < micro; ++k) {
+        const Batch batch = make_batch(4, 32, 6, s.vocab_size, 300 + 10 * step + k);
+        const StepLoss ref = b[0]->forward_backward(batch, m);
+        for (size_t i = 1; i < b.size(); ++i) {
+          CAPTURE(i);
+          StepLoss l;
+          if (i == 4 && k == 0 && step > 1) {  // the previous update is still held
+            const auto t0 = std::chrono::steady_clock::now();
+            std::thread release([&] {
+              std::this_thread::sleep_for(std::chrono::milliseconds(100));
+              held.release_held_optimizer();
+            });
+            l = held.forward_backward(batch, m);
+            release.join();
+            const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            CHECK(waited >= 0.09);  // the forward waited for the update
+          } else {
+            l = b[i]->forward_backward(batch, m);
+          }
+          CHECK(l.mlm_loss == ref.mlm_loss);  // computed from the updated compute copies
+          CHECK(l.nsp_loss == ref.nsp_loss);
+        }
+      }
+      const double n0 = b[0]->grad_norm(64.0);
+      CHECK(n0 > 0.0);
+      for (size_t i = 1; i < b.size(); ++i) CHECK(b[i]->grad_norm(64.0) == n0);
+      UpdateArgs a;
+      a.lr = 2e-3;
+      a.grad_scale = 64.0;
+      a.step = step;
+      a.clip_coef = clip_coefficient(n0, 1.0);
+      for (auto& x : b) x->optimizer_step(step % 2 ? adamw : adam_l2, a);
+      if (step == 4) {  // read right after the update is queued: the export waits for it
+        const ParamMap p0 = b[0]->export_params(), m0 = b[0]->export_optimizer_state(), g0 = b[0]->export_grads();
+        for (size_t i = 1; i < 4; ++i) {
+          CAPTURE(i);
+          CHECK(b[i]->export_params() == p0);
+          CHECK(b[i]->export_optimizer_state() == m0);
+          CHECK(b[i]->export_grads() == g0);
+        }
+      }
+    }
+    held.release_held_optimizer();
+    const ParamMap p0 = b[0]->export_params(), m0 = b[0]->export_optimizer_state();
+    for (size_t i = 1; i < b.size(); ++i) {
+      CAPTURE(i);
+      CHECK(b[i]->export_params() == p0);
+      CHECK(b[i]->export_optimizer_state() == m0);
+    }
   }
 }
