@@ -90,7 +90,8 @@ class CudaBackend : public TrainBackend {
   // BackendOptions::cuda_graphs: the encoder layers' forward and backward calls launched as CUDA
   // graphs so far (all layers together).
   size_t layer_graph_launches() const;
-  // BackendOptions::test_hold_optimizer: lets the held updates run (callable from another thread).
+  // BackendOptions::test_hold_optimizer: lets the held updates run. Callable from another thread
+  // started after the optimizer_step it releases returned (it reads that step's hold count).
   void release_held_optimizer();
 
  protected:
