@@ -568,6 +568,7 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
 
 void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
   constexpr uint64_t kChunk = 2048;  // elements per block: 8 per thread
+  const auto chunks_of = [](uint64_t n) { return (n + kChunk - 1) / kChunk; };
   if (adam_segments_.bytes() == 0) {  // the compute copies do not move: one table for the run
     std::vector<mkp::AdamSegment> segs;
     uint64_t chunks = 0;
@@ -579,7 +580,7 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
                                         : nullptr;
       segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))), gsrc,
                       sp.weight_decay() ? 1 : 0, 0});
-      chunks += (n + kChunk - 1) / kChunk;
+      chunks += chunks_of(n);
     }
     DSKC_ASSERT(chunks <= 0x7fffffffu, "adam_multi: grid too large");
     adam_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
@@ -593,7 +594,7 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
         if (static_cast<size_t>(specs_[i].layer + 1) != g) continue;  // layer -1: the embeddings and heads
         mkp::AdamSegment sg = segs[i];
         sg.first_chunk = grp.chunks;
-        grp.chunks += static_cast<unsigned>((sg.n + kChunk - 1) / kChunk);
+        grp.chunks += static_cast<unsigned>(chunks_of(sg.n));
         grp.n_segs += 1;
         grouped.push_back(sg);
       }
