@@ -192,7 +192,7 @@ compare_r3() {
 # BERT-Large seq 128, micro-batch 64, fp16 `dskc train` at accumulation 1 on the bundled corpus, 40
 # steps, the last 20 profiled by phase (log in $OUT/train_TAG.log; prints the step-40 progress line):
 # large_train_data DIR (prepares the corpus once, vocab 30522, into DIR/data), then
-# large_train TAG [dskc train flags...] (runs in DIR/TAG, removed after).
+# large_train TAG [dskc train flags...] (runs in DIR/TAG, removed after; DSKC_BIN: another dskc).
 large_train_data() {
   LT_DIR=$1; mkdir -p "$LT_DIR"
   build-gpu/dskc prepare-data --input examples/corpus --output_dir "$LT_DIR/data" --vocab_size 30522 \
@@ -201,7 +201,7 @@ large_train_data() {
 }
 large_train() {
   local tag=$1; shift
-  timeout 150 build-gpu/dskc train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+  timeout 150 "${DSKC_BIN:-build-gpu/dskc}" train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
     --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
     --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
     --profile_steps 20 --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 \

@@ -63,6 +63,9 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
                        "buffers for the norm and the optimizer) or accumulate (widened into the fp32 accumulators "
                        "after each layer's backward)")
           : opt.defer_layer_grads != 0;
+  pad_vocab_ = env_choice("DSKC_HEAD_GEMMS", true, {{"padded", true}, {"plain", false}},
+                          "padded (the default: the MLM decoder's three GEMMs over the vocabulary rounded up to 8, "
+                          "padding zero) or plain (over the exact vocabulary)");
   ctx_ = std::make_unique<Context>(opt.local_rank >= 0 ? opt.local_rank : -1);
   ctx_->set_memory_cap(opt.memory_cap_bytes);
   eb_ = static_cast<size_t>(dtype_bytes(dtype_));
@@ -73,6 +76,9 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
 
   const BertShape& s = opt.shape;
   layer_idx_.assign(static_cast<size_t>(s.num_hidden_layers), {});
+  // The vocabulary rounded up to 8: the logits' row stride, and the rows of the word table's compute
+  // copy (rows V..Vp-1 stay zero), so the decoder GEMMs can run over Vp aligned columns.
+  vocab_pad_ = static_cast<int>(align_up(static_cast<size_t>(s.vocab_size), 8));
   size_t woff = 0;
   for (size_t i = 0; i < specs_.size(); ++i) {
     const ModelParamSpec& sp = specs_[i];
@@ -86,7 +92,13 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
       woffset_.push_back(std::numeric_limits<size_t>::max());
     } else {
       woffset_.push_back(woff);
-      woff += align_up(static_cast<size_t>(sp.numel()) * eb_, kAlignBytes);
+      // The word table and the decoder bias hold Vp rows / entries (padding zero from the memset
+      // below; nothing else writes it).
+      const size_t vp = static_cast<size_t>(vocab_pad_);
+      const size_t slot = sp.name == "bert.embeddings.word_embeddings.weight" ? vp * static_cast<size_t>(s.hidden_size)
+                          : sp.name == "cls.predictions.bias"                 ? vp
+                                                                              : static_cast<size_t>(sp.numel());
+      woff += align_up(slot * eb_, kAlignBytes);
     }
   }
   // What zero_grads' deferred memset clears before a forward_backward: every parameter but the
@@ -146,7 +158,6 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
 
   const size_t H = static_cast<size_t>(s.hidden_size), V = static_cast<size_t>(s.vocab_size);
   const size_t rows = static_cast<size_t>(opt.micro_batch) * opt.max_seq_length, Bm = opt.micro_batch;
-  vocab_pad_ = static_cast<int>(align_up(V, 8));
   const size_t fbytes = total_floats_ * 4;
   master_ = DeviceBuffer(*ctx_, fbytes);
   grads_ = DeviceBuffer(*ctx_, fbytes);
@@ -178,7 +189,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   }
   partial_slots_ = std::max<size_t>(2 * kPartials, static_cast<size_t>(sumsq_pending_ranges_) * kRangeParts);
   partials_ = DeviceBuffer(*ctx_, (partial_slots_ + 8) * sizeof(double));
-  wgrad_.ensure(*ctx_, std::max(V, H) * H * eb_);
+  wgrad_.ensure(*ctx_, std::max(static_cast<size_t>(vocab_pad_), H) * H * eb_);
   for (DeviceBuffer* b : {&master_, &grads_, &exp_avg_, &exp_avg_sq_, &weights_})
     DSKC_CU(cuMemsetD8Async(b->ptr(), 0, b->bytes(), ctx_->stream()));
   sync_compute_params();

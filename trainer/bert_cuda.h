@@ -214,7 +214,13 @@ class CudaBackend : public TrainBackend {
   CUstream release_stream_ = nullptr;
   void join_optimizer() const;           // the main stream waits for all of an update in flight
   void wait_optimizer_group(int g) const;  // ... for group g only (forward_backward)
-  int vocab_pad_ = 0;  // logits row stride (vocab rounded up to 8 elements: aligned rows)
+  // Vp: the vocabulary rounded up to 8 elements: the logits' row stride and the rows of the word
+  // table's (and the decoder bias's) compute copy, padding zero.
+  int vocab_pad_ = 0;
+  // DSKC_HEAD_GEMMS: the MLM decoder's three GEMMs over Vp (padded, the default) or over the exact
+  // vocabulary V (plain: a dimension that is not a multiple of 8 makes cuBLASLt pick sm_80 kernels
+  // for 2-element alignment on an H100, 2-3x slower; session 64, bench/NOTES.md t5).
+  bool pad_vocab_ = true;
 
   // Data parallel: buckets over grads_ (each bucket is a run of consecutive parameters, so one
   // contiguous range of the flat fp32 buffer, alignment gaps included).

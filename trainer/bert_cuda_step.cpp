@@ -281,9 +281,12 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   mark(phase::kBatchUpload);
 
   // ---- per-call buffers: MLM [M, ...] (grown on demand), fixed-size ones carved from members
-  const size_t mh = align_up(static_cast<size_t>(std::max(M, 1)) * hbytes);
-  const size_t mlog = align_up(static_cast<size_t>(std::max(M, 1)) * Vp * eb);
-  const size_t mf = align_up(static_cast<size_t>(std::max(M, 1)) * 4);
+  // The decoder's vocabulary dimension (DSKC_HEAD_GEMMS): Vp, or V.
+  const int Nv = pad_vocab_ ? Vp : V;
+  const size_t mrows = static_cast<size_t>(std::max(M, 1));
+  const size_t mh = align_up(mrows * hbytes);
+  const size_t mlog = align_up(mrows * Vp * eb);
+  const size_t mf = align_up(mrows * 4);
   const CUdeviceptr mb = mlm_.ensure(*ctx_, 5 * mh + mlog + 3 * mf);
   const CUdeviceptr hm = mb, t = mb + mh, gl = mb + 2 * mh, u = mb + 3 * mh, du = mb + 4 * mh, logits = mb + 5 * mh;
   const CUdeviceptr u_mean = logits + mlog, u_rstd = u_mean + mf, row_loss = u_rstd + mf;
@@ -328,13 +331,15 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
     launch("model_gelu_fwd", std::min(blocks_for(ga.n), 4096u), &ga);
     mkp::LnFwd ln{P_(gl), P_(weight(tr_ln_w_)), P_(weight(tr_ln_b_)), P_(u), F_(u_mean), F_(u_rstd), M};
     launch("model_layernorm_fwd", static_cast<unsigned>(M), &ln);
-    gemm({false, true, M, V, H, H, H, Vp}, u, weight(word_), logits, weight(dec_b_));
-    // loss rows and dlogits = (softmax − onehot)·coef/M, in place
+    // logits columns V..Vp-1 (Nv = Vp): the zero rows of the word table plus the zero bias
+    gemm({false, true, M, Nv, H, H, H, Vp}, u, weight(word_), logits, weight(dec_b_));
+    // loss rows and dlogits = (softmax − onehot)·coef/M, in place; columns V..Vp-1 zero
     mkp::Xent xe{P_(logits), I_(at(tab->o_plab)), F_(row_loss), static_cast<float>(coef / M), M, V, Vp};
     launch("model_xent", static_cast<unsigned>(M), &xe);
-    // decoder backward: du = dlogits·word; dword += dlogitsᵀ·u; ddec_b += Σ dlogits
-    gemm({false, false, M, H, V, Vp, H, H}, logits, weight(word_), du);
-    gemm({true, false, V, H, M, Vp, H, H}, logits, u, wtmp);
+    // decoder backward: du = dlogits·word; dword += dlogitsᵀ·u; ddec_b += Σ dlogits (the padding
+    // adds exact zeros)
+    gemm({false, false, M, H, Nv, Vp, H, H}, logits, weight(word_), du);
+    gemm({true, false, Nv, H, M, Vp, H, H}, logits, u, wtmp);  // rows V..Vp-1 (Nv = Vp) zero, not added
     accumulate(wtmp, word_);
     colsum(logits, M, V, Vp, dec_b_);
     // transform LayerNorm + GELU backward: du -> dt (in place)
@@ -374,10 +379,9 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
 
   // ---- gradient wrt the encoder output (after the final LN): [CLS] rows and masked rows
   CUdeviceptr cur = dgrad_a_.ptr(), other = dgrad_b_.ptr();
-  DSKC_CU(cuMemsetD8Async(cur, 0, static_cast<size_t>(rows) * hbytes, ctx_->stream()));
   {
     mkp::HeadScatter hs{P_(cur), P_(dcls), P_(gl), I_(at(tab->o_pstart)), I_(at(tab->o_prow)), S};
-    launch("model_head_grad_scatter", static_cast<unsigned>(B), &hs);
+    launch("model_head_grad_scatter", static_cast<unsigned>(rows), &hs);  // writes every row
   }
   if (final_ln_w_ >= 0) {
     ln_param_grad("model_layernorm_param_grad_part", {P_(cur), P_(x_out), F_(fin_mean), F_(fin_rstd),

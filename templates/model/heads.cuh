@@ -3,13 +3,13 @@
 //   gather_rows        dst[i] = src[idx[i]]            (masked positions, [CLS] tokens)
 //   activation         y = GELU(x) or tanh(x), elementwise
 //   xent               per row: loss = logsumexp(l) − l[label] (fp32); the logits are
-//                      overwritten by d = (softmax(l) − onehot(label))·coef
+//                      overwritten by d = (softmax(l) − onehot(label))·coef, padding zero
 //   nsp                classifier H→2 on the pooled [CLS] + cross-entropy + its backward
 //                      through tanh: dpooled = (dl·W)·(1 − pooled²); dl kept for the weights
 //   nsp_param_grad     dW += dlᵀ·pooled, db += Σ dl (column-parallel, fixed order)
-//   head_grad_scatter  the encoder output gradient: row b·S gets the pooler's input gradient,
-//                      each masked position its MLM gradient (block b walks its sample's
-//                      predictions in order, so repeated positions add deterministically)
+//   head_grad_scatter  the encoder output gradient, every row written: row b·S gets the pooler's
+//                      input gradient, each masked position its MLM gradient (a row's block walks
+//                      its sample's predictions in order: repeated positions add deterministically)
 #pragma once
 #include "dskc_config.cuh"
 #include "common/gelu.cuh"
@@ -31,7 +31,7 @@ struct ActivationParams {
 };
 
 struct XentParams {
-  T* logits;          // [rows, ld] in: logits, out: d loss·coef / d logits
+  T* logits;          // [rows, ld] in: logits, out: d loss·coef / d logits (zero past cols)
   const int* labels;  // [rows]
   float* loss;        // [rows]
   float coef;
@@ -59,7 +59,7 @@ struct NspParamGradParams {
 };
 
 struct HeadScatterParams {
-  T* dy;                 // [B·S, kH], zero on entry
+  T* dy;                 // [B·S, kH], every row written
   const T* dcls;         // [B, kH]
   const T* dhm;          // [M, kH]
   const int* pred_start; // [B + 1] sample b owns predictions [pred_start[b], pred_start[b+1])
@@ -93,25 +93,68 @@ __device__ __forceinline__ void activation_impl(const ActivationParams& p) {
   }
 }
 
+// xent: one 16-byte vector of logits (elements j0..j0+kV-1) into a thread's running max and Σ exp
+// over the first `cols` columns.
+template <int kV>
+__device__ __forceinline__ void xent_add(const float (&x)[kV], int j0, int cols, float& mx, float& s) {
+  float vm = neg_inf();
+#pragma unroll
+  for (int i = 0; i < kV; ++i)
+    if (j0 + i < cols) vm = fmaxf(vm, x[i]);
+  if (vm > mx) {
+    s *= expf(mx - vm);
+    mx = vm;
+  }
+#pragma unroll
+  for (int i = 0; i < kV; ++i)
+    if (j0 + i < cols) s += expf(x[i] - mx);
+}
+
+// ... and the vector's gradient d = (softmax − onehot)·coef, 0 past `cols`, in place.
+template <int kV>
+__device__ __forceinline__ void xent_grad(float (&x)[kV], int j0, const XentParams& p, int label, float mx,
+                                          float inv) {
+#pragma unroll
+  for (int i = 0; i < kV; ++i) {
+    const int j = j0 + i;
+    float d = j < p.cols ? expf(x[i] - mx) * inv * p.coef : 0.f;
+    if (j == label) d -= p.coef;
+    x[i] = d;
+  }
+}
+
+// One block per row. 16-byte vectors over the row stride `ld` (a multiple of 16 bytes, rows
+// 16-byte aligned): pass 1 keeps a running max and Σ exp over the `cols` logits; pass 2 re-reads
+// the row (mostly from L2) and writes d = (softmax − onehot)·coef, and zeros into the padding
+// columns [cols, ld). (Holding the row in registers between the passes, 16 vectors per thread,
+// measured slower on an H100: 0.104 against 0.085 ms at 1067 x 30522, 96 registers.)
 __device__ __forceinline__ void xent_impl(const XentParams& p) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(T));
   const int row = blockIdx.x;
   if (row >= p.rows) return;
   T* l = p.logits + static_cast<size_t>(row) * p.ld;
-  float mx = neg_inf();
-  for (int j = threadIdx.x; j < p.cols; j += kModelThreads) mx = fmaxf(mx, to_f(l[j]));
-  mx = model_block_max(mx);
-  float s = 0.f;
-  for (int j = threadIdx.x; j < p.cols; j += kModelThreads) s += expf(to_f(l[j]) - mx);
-  s = model_block_sum(s);
+  const int nv = p.ld / kV;
   const int label = p.labels[row];
   const float l_label = to_f(l[label]);
-  __syncthreads();  // every thread has read l[label] before it is overwritten
+  float mx = neg_inf(), s = 0.f;
+#pragma unroll 4
+  for (int v = threadIdx.x; v < nv; v += kModelThreads) {
+    float x[kV];
+    load_f<T, kV>(l + v * kV, x);
+    xent_add<kV>(x, v * kV, p.cols, mx, s);
+  }
+  const float m_all = model_block_max(mx);
+  s = mx == neg_inf() ? 0.f : s * expf(mx - m_all);
+  s = model_block_sum(s);  // its barriers: every thread has read l[label] before the writes
+  mx = m_all;
   if (threadIdx.x == 0) p.loss[row] = mx + logf(s) - l_label;
   const float inv = 1.f / s;
-  for (int j = threadIdx.x; j < p.cols; j += kModelThreads) {
-    float d = expf(to_f(l[j]) - mx) * inv * p.coef;
-    if (j == label) d -= p.coef;
-    l[j] = from_f<T>(d);
+#pragma unroll 4
+  for (int v = threadIdx.x; v < nv; v += kModelThreads) {
+    float x[kV];
+    load_f<T, kV>(l + v * kV, x);
+    xent_grad<kV>(x, v * kV, p, label, mx, inv);
+    store_f<T, kV>(l + v * kV, x);
   }
 }
 
@@ -169,17 +212,32 @@ __device__ __forceinline__ void nsp_param_grad_impl(const NspParamGradParams& p)
   }
 }
 
+// One block per token row r = b·S + pos (grid = B·S): the row's gradient is the pooler's input
+// gradient (pos 0) plus each of sample b's predictions at r in order, each add rounded to T as
+// the former zeroed-buffer-then-add form did, so the bits are the same; rows without either are 0.
 template <int kH>
 __device__ __forceinline__ void head_grad_scatter_impl(const HeadScatterParams& p) {
-  const int b = blockIdx.x;
+  constexpr int kV = VecWidth<T, kH>::value;
+  const int r = blockIdx.x, b = r / p.seq, pos = r - b * p.seq;
   const int i0 = p.pred_start[b], i1 = p.pred_start[b + 1];
-  for (int c = threadIdx.x; c < kH; c += kModelThreads) {
-    T* cls_row = p.dy + static_cast<size_t>(b) * p.seq * kH;
-    cls_row[c] = from_f<T>(to_f(cls_row[c]) + to_f(p.dcls[static_cast<size_t>(b) * kH + c]));
-    for (int i = i0; i < i1; ++i) {
-      T* d = p.dy + static_cast<size_t>(p.pred_rows[i]) * kH + c;
-      *d = from_f<T>(to_f(*d) + to_f(p.dhm[static_cast<size_t>(i) * kH + c]));
+  for (int v = threadIdx.x; v < kH / kV; v += kModelThreads) {
+    float acc[kV];
+    if (pos == 0) {
+      load_f<T, kV>(p.dcls + static_cast<size_t>(b) * kH + v * kV, acc);
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[k] = 0.f + acc[k];  // -0 -> +0, as 0 + x was
+    } else {
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[k] = 0.f;
     }
+    for (int i = i0; i < i1; ++i) {
+      if (p.pred_rows[i] != r) continue;
+      float g[kV];
+      load_f<T, kV>(p.dhm + static_cast<size_t>(i) * kH + v * kV, g);
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[k] = round_to<T>(acc[k] + g[k]);
+    }
+    store_f<T, kV>(p.dy + static_cast<size_t>(r) * kH + v * kV, acc);
   }
 }
 

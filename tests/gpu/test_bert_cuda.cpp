@@ -17,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "compiler/errors.h"
 #include "gpu_util.h"
+#include "test_util.h"
 #include "trainer/bert_cpu.h"
 #include "trainer/bert_cuda.h"
 
@@ -229,6 +231,28 @@ TEST_CASE("CudaBackend fp16 and bf16 stay close to the fp32 CPU math (loss scale
   dskc_test::require_gpu();
   forward_backward_matches("fp16", tiny_shape(true, 0.1), DType::F16, 1e-2, 1e-2, 1024.0);
   forward_backward_matches("bf16", tiny_shape(true, 0.1), DType::BF16, 5e-2, 5e-2, 1024.0);
+}
+
+TEST_CASE("CudaBackend MLM decoder GEMMs over the padded and the exact vocabulary (DSKC_HEAD_GEMMS)") {
+  // vocab 203 -> 208 padded columns (logits) and rows (word table, weight gradient). Each form
+  // matches the fp32 CPU math; in fp16 the two stay close (they run other cuBLASLt kernels).
+  dskc_test::require_gpu();
+  std::map<std::string, ParamMap> grads16;
+  for (const char* form : {"plain", "padded"}) {
+    const dskc_test::ScopedEnv env("DSKC_HEAD_GEMMS", form);
+    std::printf("== DSKC_HEAD_GEMMS=%s\n", form);
+    forward_backward_matches(form, tiny_shape(true, 0.1), DType::F32, 1e-5, 1e-4, 1.0);
+    forward_backward_matches(form, tiny_shape(false, 0.0), DType::F32, 1e-5, 1e-4, 1.0);
+    Pair p = make_pair(tiny_shape(true, 0.1), DType::F16, 11);
+    MicroStep m;
+    m.loss_scale = 1024;
+    m.rng_step = 4;
+    p.gpu->forward_backward(make_batch(4, 32, 6, 203, 17), m);
+    grads16[form] = p.gpu->export_grads();
+  }
+  compare_maps("padded", grads16["padded"], grads16["plain"], 1e-2, 1024.0);
+  const dskc_test::ScopedEnv bad("DSKC_HEAD_GEMMS", "aligned");
+  CHECK_THROWS_AS(CudaBackend(options(tiny_shape(true, 0.1), DType::F16)), Error);
 }
 
 TEST_CASE("CudaBackend: export_params round-trips the import; a fresh backend's moments are zero") {
