@@ -216,3 +216,49 @@ train_phases() {
   large_train "$@"
   grep -E "$phases" "$OUT/train_$1.log"
 }
+# The call's GPU (into $OUT/gpu.txt) and the tree it runs: gpu_head
+gpu_head() {
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  git log --oneline -1; git status --short | head
+}
+# A folder for training runs, in /dev/shm when it has room (a BERT-Large checkpoint is 4 GB):
+# run_dir NAME sets D.
+run_dir() {
+  D=/tmp/$1; local avail; avail=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
+  [ "${avail:-0}" -ge 16 ] && D=/dev/shm/$1
+}
+# Another commit's dskc, built from `git archive` in /tmp/old: old_dskc COMMIT (binary
+# /tmp/old/build-gpu/dskc).
+old_dskc() {
+  el "old build ($1)"
+  rm -rf /tmp/old && mkdir -p /tmp/old && git archive "$1" | tar -x -C /tmp/old
+  (cd /tmp/old && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/configure_old.log" 2>&1 &&
+    ninja -C build-gpu dskc > "$OUT/build_old.log" 2>&1) || { echo "old build failed"; tail -20 "$OUT/build_old.log"; }
+}
+# Nsight Compute over 3 training steps of a one-layer BERT-Large (vocab 30522, seq 128, mb 64, fp16;
+# needs large_train_data first); the last step in launch order into $OUT/ncu_step_TAG.txt:
+# ncu_train1 TAG [BINARY [LIMIT]] (default build-gpu/dskc, 120 s).
+ncu_train1() {
+  local tag=$1 bin=${2:-build-gpu/dskc}
+  sed 's/"num_hidden_layers": 24/"num_hidden_layers": 1/' examples/bert_large_adam_seq128.json > "$LT_DIR/bert1.json"
+  el "ncu $tag, one-layer BERT-Large, 3 steps"
+  timeout "${3:-120}" "$NCU" --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+    "$bin" train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
+    --cf "$LT_DIR/bert1.json" --train_batch_size 64 --gradient_accumulation_steps 1 --max_seq_length 128 \
+    --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 3 --print_steps 1 --deepspeed_transformer_kernel \
+    --backend cuda --checkpoint_steps 1000000 --data_dir "$LT_DIR/data" --output_dir "$LT_DIR/ncu_$tag" \
+    > "$OUT/ncu_$tag.csv" 2> "$OUT/ncu_$tag.err"; echo "ncu rc=$?"
+  python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" --from-last model_embedding_fwd > "$OUT/ncu_step_$tag.txt"
+  rm -rf "${LT_DIR:?}/ncu_$tag"
+}
+# ... and the heads' kernels of that step (final LayerNorm forward to its backward) with the sum:
+# ncu_heads TAG [BINARY]
+ncu_heads() {
+  ncu_train1 "$@"
+  sed -n '/(8192, 1, 1)  model_layernorm_fwd/,/model_layernorm_bwd/p' "$OUT/ncu_step_$1.txt" | cut -c1-110
+  tail -1 "$OUT/ncu_step_$1.txt"
+}
+# The phase lines of a large_train run's profile: profile_lines TAG [egrep pattern]
+profile_lines() {
+  grep -h -A17 "^step profile" "$OUT/train_$1.log" | tail -15 | grep -E "${2:-.}" | cut -c1-90
+}

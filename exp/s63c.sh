@@ -7,17 +7,15 @@
 # side-by-side table (3 rounds) in the time left. `ctest -L gpu` and the graph matrix: exp/s62c.sh
 # or exp/s62b.sh's last step in a second call.
 . "$(dirname "$0")/common.sh"
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-git log --oneline -1; git status --short | head
+gpu_head
 build_gpu -j16 dskc
-D=/tmp/s63; avail=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-[ "${avail:-0}" -ge 16 ] && D=/dev/shm/s63
+run_dir s63
 large_train_data "$D"
 mode() { local tag=$1 m=$2; shift 2; DSKC_OPTIMIZER_OVERLAP=$m large_train "$tag" "$@"; }
 mode sync1 sync; mode ovl1 overlap
 DSKC_LAYER_GRADS=accumulate large_train acc1
 mode sync2 sync; mode ovl2 overlap
-for t in sync2 ovl2 acc1; do echo "== $t"; grep -h -A17 "^step profile" "$OUT/train_$t.log" | tail -15 | cut -c1-90; done
+for t in sync2 ovl2 acc1; do echo "== $t"; profile_lines $t; done
 rm -rf "$D"
 compare_r3 585
 el done

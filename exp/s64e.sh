@@ -4,15 +4,13 @@
 # profile (the first H200 one since session 59), then compare_torch's side-by-side table (3 rounds)
 # in the time left (until S64E_END seconds, default 410).
 . "$(dirname "$0")/common.sh"
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+gpu_head
 grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: nothing run"; exit 0; }
-git log --oneline -1; git status --short | head
 build_gpu -j16 dskc
-D=/tmp/s64; avail=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-[ "${avail:-0}" -ge 16 ] && D=/dev/shm/s64
+run_dir s64
 large_train_data "$D"
 large_train h200
-grep -h -A17 "^step profile" "$OUT/train_h200.log" | tail -15 | cut -c1-90
+profile_lines h200
 rm -rf "$D"
 compare_r3 $(( ${S64E_END:-410} ))
 el done

@@ -79,6 +79,8 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   // The vocabulary rounded up to 8: the logits' row stride, and the rows of the word table's compute
   // copy (rows V..Vp-1 stay zero), so the decoder GEMMs can run over Vp aligned columns.
   vocab_pad_ = static_cast<int>(align_up(static_cast<size_t>(s.vocab_size), 8));
+  word_ = index_of("bert.embeddings.word_embeddings.weight");
+  dec_b_ = index_of("cls.predictions.bias");
   size_t woff = 0;
   for (size_t i = 0; i < specs_.size(); ++i) {
     const ModelParamSpec& sp = specs_[i];
@@ -95,9 +97,10 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
       // The word table and the decoder bias hold Vp rows / entries (padding zero from the memset
       // below; nothing else writes it).
       const size_t vp = static_cast<size_t>(vocab_pad_);
-      const size_t slot = sp.name == "bert.embeddings.word_embeddings.weight" ? vp * static_cast<size_t>(s.hidden_size)
-                          : sp.name == "cls.predictions.bias"                 ? vp
-                                                                              : static_cast<size_t>(sp.numel());
+      const int idx = static_cast<int>(i);
+      const size_t slot = idx == word_    ? vp * static_cast<size_t>(s.hidden_size)
+                          : idx == dec_b_ ? vp
+                                          : static_cast<size_t>(sp.numel());
       woff += align_up(slot * eb_, kAlignBytes);
     }
   }
@@ -111,7 +114,6 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     else
       non_layer_ranges_.emplace_back(b, e - b);
   }
-  word_ = index_of("bert.embeddings.word_embeddings.weight");
   pos_ = index_of("bert.embeddings.position_embeddings.weight");
   type_ = index_of("bert.embeddings.token_type_embeddings.weight");
   emb_ln_w_ = index_of("bert.embeddings.LayerNorm.weight");
@@ -126,7 +128,6 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   tr_b_ = index_of("cls.predictions.transform.dense.bias");
   tr_ln_w_ = index_of("cls.predictions.transform.LayerNorm.weight");
   tr_ln_b_ = index_of("cls.predictions.transform.LayerNorm.bias");
-  dec_b_ = index_of("cls.predictions.bias");
   nsp_w_ = index_of("cls.seq_relationship.weight");
   nsp_b_ = index_of("cls.seq_relationship.bias");
 

@@ -25,6 +25,11 @@ __device__ __forceinline__ V model_block_sum(V v) {
 
 __device__ __forceinline__ float model_block_max(float v) { return block_max_shared<kModelThreads>(v); }
 
+// A T value as an fp32 accumulator holds it after adding it onto a zeroed one: 0 + g, so −0
+// becomes +0 (model_accumulate_first writes this; adam_multi reads pending layer gradients so; the
+// head gradient scatter starts a row from it).
+__device__ __forceinline__ float onto_zero(T g) { return 0.f + to_f(g); }
+
 // fp32 gradient accumulator += v, rounded to the storage type (the CPU backend's add_grad).
 __device__ __forceinline__ void acc_add(float* dst, float v) { *dst = round_to<T>(*dst + v); }
 

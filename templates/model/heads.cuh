@@ -221,14 +221,11 @@ __device__ __forceinline__ void head_grad_scatter_impl(const HeadScatterParams& 
   const int r = blockIdx.x, b = r / p.seq, pos = r - b * p.seq;
   const int i0 = p.pred_start[b], i1 = p.pred_start[b + 1];
   for (int v = threadIdx.x; v < kH / kV; v += kModelThreads) {
-    float acc[kV];
+    float acc[kV] = {};
     if (pos == 0) {
-      load_f<T, kV>(p.dcls + static_cast<size_t>(b) * kH + v * kV, acc);
+      const Vec<T, kV> c = reinterpret_cast<const Vec<T, kV>*>(p.dcls + static_cast<size_t>(b) * kH)[v];
 #pragma unroll
-      for (int k = 0; k < kV; ++k) acc[k] = 0.f + acc[k];  // -0 -> +0, as 0 + x was
-    } else {
-#pragma unroll
-      for (int k = 0; k < kV; ++k) acc[k] = 0.f;
+      for (int k = 0; k < kV; ++k) acc[k] = onto_zero(c.v[k]);  // as the former 0 + dcls
     }
     for (int i = i0; i < i1; ++i) {
       if (p.pred_rows[i] != r) continue;

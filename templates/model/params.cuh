@@ -159,10 +159,6 @@ __device__ __forceinline__ void cast_params_impl(const CastParams& p) {
   DSKC_GRID_STRIDE(i, p.n) p.dst[i] = from_f<T>(p.src[i]);
 }
 
-// A T gradient as the fp32 accumulator holds it after adding it onto a zeroed one: 0 + g, so −0
-// becomes +0 (model_accumulate_first writes this; adam_multi reads pending layer gradients so).
-__device__ __forceinline__ float onto_zero(T g) { return 0.f + to_f(g); }
-
 // dst += src (acc_add), or with kAssign dst = src (exact: T -> fp32). Eight elements per step
 // with 16-byte accesses when both pointers are 16-byte aligned (the gradient buffers are), the
 // rest one by one; elementwise, so the grid does not change the result.
