@@ -114,6 +114,13 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     else
       non_layer_ranges_.emplace_back(b, e - b);
   }
+  {
+    const size_t wb = offset_[static_cast<size_t>(word_)], we = wb + numel(word_);
+    for (const auto& [off, n] : non_layer_ranges_) {
+      if (off < wb) zero_ranges_less_word_.emplace_back(off, std::min(off + n, wb) - off);
+      if (we < off + n) zero_ranges_less_word_.emplace_back(std::max(off, we), off + n - std::max(off, we));
+    }
+  }
   pos_ = index_of("bert.embeddings.position_embeddings.weight");
   type_ = index_of("bert.embeddings.token_type_embeddings.weight");
   emb_ln_w_ = index_of("bert.embeddings.LayerNorm.weight");

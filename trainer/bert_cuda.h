@@ -233,7 +233,7 @@ class CudaBackend : public TrainBackend {
   DeviceBuffer reduce_stage_;
   bool grads_zero_ = true;        // no gradient accumulated since zero_grads()
   // One GPU: zero_grads() defers its memset (mutable: settle_zero() const). The next
-  // forward_backward zeroes only non_layer_ranges_ (floats of grads_, alignment gaps included) and
+  // forward_backward zeroes only zero_ranges_less_word_ (floats of grads_, alignment gaps included) and
   // assigns the layers' gradients (layers_onto_zero_): the encoder's 90% of the buffer is neither
   // cleared nor read back.
   mutable bool zero_pending_ = false;
@@ -248,6 +248,11 @@ class CudaBackend : public TrainBackend {
   DeviceBuffer sumsq_ranges_;
   int sumsq_pending_ranges_ = 0;
   std::vector<std::pair<size_t, size_t>> non_layer_ranges_;  // [offset, count) in floats
+  // non_layer_ranges_ less the word table's elements: what that memset clears, because the call's
+  // MLM decoder assigns the word table's gradient (word_onto_zero_) instead of adding it onto a
+  // cleared accumulator (at BERT-Large's vocabulary 125 MB less written and read back).
+  std::vector<std::pair<size_t, size_t>> zero_ranges_less_word_;
+  bool word_onto_zero_ = false;
   bool layers_in_place_ = false;  // this call: layer gradients via reduce_layer_in_place
   std::vector<int> deferred_layers_;  // --delay_allreduce: layers reduced after backward
   // Two ranks on one host: layer gradients exchanged by copy engines (peer_sum.h) instead of

@@ -624,6 +624,48 @@ TEST_CASE("CudaBackend deferred layer gradients (one micro-batch per step): bitw
   }
 }
 
+TEST_CASE("CudaBackend after zero_grads: the word table's gradient assigned by the MLM decoder (cleared after the "
+          "heads without predictions), nothing of the step before left") {
+  // zero_grads' deferred memset skips the word table's elements; the call's decoder assigns them
+  // (model_accumulate_first) or, with no masked-LM prediction, clears them before the embeddings'
+  // rows are added. A backend that ran other steps before gives a fresh backend's gradients, bitwise.
+  dskc_test::require_gpu();
+  const BertShape s = tiny_shape(true, 0.1);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(t));
+    const ParamMap params = test_params(s, 43);
+    CudaBackend used(options(s, t));
+    used.import_params(params, "test params");
+    MicroStep m;
+    m.loss_scale = 64.0;
+    m.rng_step = 3;
+    used.forward_backward(make_batch(4, 32, 6, s.vocab_size, 70), m);
+    // The micro-batches of one step after zero_grads: with predictions; without; without, then with
+    // (the second adds onto what the first left).
+    const std::vector<std::vector<bool>> steps = {{true}, {false}, {false, true}};
+    for (const std::vector<bool>& preds : steps) {
+      CAPTURE(preds.size());
+      CAPTURE(preds[0]);
+      CudaBackend fresh(options(s, t));
+      fresh.import_params(params, "test params");
+      used.zero_grads();
+      m.accumulation = static_cast<int>(preds.size());
+      for (size_t k = 0; k < preds.size(); ++k) {
+        Batch b = make_batch(4, 32, 6, s.vocab_size, 80 + k);
+        if (!preds[k]) std::fill(b.masked_lm_positions.begin(), b.masked_lm_positions.end(), 0);
+        const StepLoss lu = used.forward_backward(b, m), lf = fresh.forward_backward(b, m);
+        CHECK(lu.mlm_loss == lf.mlm_loss);
+        CHECK(lu.predictions == lf.predictions);
+        CHECK((lu.predictions > 0) == preds[k]);
+      }
+      const ParamMap gu = used.export_grads(), gf = fresh.export_grads();
+      for (const auto& [name, v] : gf) CHECK_MESSAGE(v == gu.at(name), name << " keeps an earlier step");
+      const std::vector<float>& w = gf.at("bert.embeddings.word_embeddings.weight");
+      CHECK(std::any_of(w.begin(), w.end(), [](float x) { return x != 0.f; }));
+    }
+  }
+}
+
 TEST_CASE("CudaBackend update queued without the host (async) and under the next forward (overlap): bitwise the "
           "host-synchronized update") {
   dskc_test::require_gpu();
