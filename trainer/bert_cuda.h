@@ -249,10 +249,9 @@ class CudaBackend : public TrainBackend {
   int sumsq_pending_ranges_ = 0;
   std::vector<std::pair<size_t, size_t>> non_layer_ranges_;  // [offset, count) in floats
   // non_layer_ranges_ less the word table's elements: what that memset clears, because the call's
-  // MLM decoder assigns the word table's gradient (word_onto_zero_) instead of adding it onto a
-  // cleared accumulator (at BERT-Large's vocabulary 125 MB less written and read back).
+  // MLM decoder assigns the word table's gradient instead of adding it onto a cleared accumulator
+  // (at BERT-Large's vocabulary 125 MB less written and read back).
   std::vector<std::pair<size_t, size_t>> zero_ranges_less_word_;
-  bool word_onto_zero_ = false;
   bool layers_in_place_ = false;  // this call: layer gradients via reduce_layer_in_place
   std::vector<int> deferred_layers_;  // --delay_allreduce: layers reduced after backward
   // Two ranks on one host: layer gradients exchanged by copy engines (peer_sum.h) instead of

@@ -219,7 +219,7 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
   wait_optimizer_group(0);
   // ... but for the word table's elements, which the MLM decoder's gradient assigns (or, without
   // predictions, a memset after the heads) before the embeddings' rows are added.
-  word_onto_zero_ = zero_pending_;
+  const bool word_onto_zero = zero_pending_;
   if (zero_pending_) {
     for (const auto& [off, n] : zero_ranges_less_word_)
       DSKC_CU(cuMemsetD8Async(grads_.ptr() + off * 4, 0, n * 4, ctx_->stream()));
@@ -343,7 +343,7 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
     // adds exact zeros)
     gemm({false, false, M, H, Nv, Vp, H, H}, logits, weight(word_), du);
     gemm({true, false, Nv, H, M, Vp, H, H}, logits, u, wtmp);  // rows V..Vp-1 (Nv = Vp) zero, not added
-    accumulate_n(wtmp, grad(word_), numel(word_), nullptr, word_onto_zero_);
+    accumulate_n(wtmp, grad(word_), numel(word_), nullptr, word_onto_zero);
     colsum(logits, M, V, Vp, dec_b_);
     // transform LayerNorm + GELU backward: du -> dt (in place)
     ln_param_grad("model_layernorm_param_grad_part",
@@ -356,9 +356,8 @@ StepLoss CudaBackend::forward_backward_prepared(const Batch& batch, const MicroS
     colsum(du, M, H, H, tr_b_);
     gemm({false, false, M, H, H, H, H, H}, du, weight(tr_w_), gl);
   }
-  if (M == 0 && word_onto_zero_)
+  if (M == 0 && word_onto_zero)
     DSKC_CU(cuMemsetD8Async(grad(word_), 0, numel(word_) * 4, ctx_->stream()));
-  word_onto_zero_ = false;
   // word_split_: the decoder's dense share of the word-table gradient (and earlier micro-batches'
   // rows) now, on every rank (even one without predictions), overlapped with the encoder.
   if (word_split_) reduce_range(word_, word_ + 1);
