@@ -192,7 +192,9 @@ compare_r3() {
 # BERT-Large seq 128, micro-batch 64, fp16 `dskc train` at accumulation 1 on the bundled corpus, 40
 # steps, the last 20 profiled by phase (log in $OUT/train_TAG.log; prints the step-40 progress line):
 # large_train_data DIR (prepares the corpus once, vocab 30522, into DIR/data), then
-# large_train TAG [dskc train flags...] (runs in DIR/TAG, removed after; DSKC_BIN: another dskc).
+# large_train TAG [dskc train flags...] (runs in DIR/TAG, removed after; DSKC_BIN: another dskc;
+# LT_CONFIG, LT_CF, LT_MB, LT_SEQ, LT_DATA: another DeepSpeed config, model config, micro-batch,
+# sequence length or shard folder than the defaults).
 large_train_data() {
   LT_DIR=$1; mkdir -p "$LT_DIR"
   build-gpu/dskc prepare-data --input examples/corpus --output_dir "$LT_DIR/data" --vocab_size 30522 \
@@ -201,14 +203,24 @@ large_train_data() {
 }
 large_train() {
   local tag=$1; shift
-  timeout 150 "${DSKC_BIN:-build-gpu/dskc}" train --deepspeed --deepspeed_config examples/deepspeed_bsz4096_adam_config.json \
-    --cf examples/bert_large_adam_seq128.json --train_batch_size 64 --gradient_accumulation_steps 1 \
-    --max_seq_length 128 --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
+  timeout 150 "${DSKC_BIN:-build-gpu/dskc}" train --deepspeed \
+    --deepspeed_config "${LT_CONFIG:-examples/deepspeed_bsz4096_adam_config.json}" \
+    --cf "${LT_CF:-examples/bert_large_adam_seq128.json}" --train_batch_size "${LT_MB:-64}" --gradient_accumulation_steps 1 \
+    --max_seq_length "${LT_SEQ:-128}" --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 40 --print_steps 20 \
     --profile_steps 20 --deepspeed_transformer_kernel --backend cuda --checkpoint_steps 1000000 \
-    --data_dir "$LT_DIR/data" --output_dir "$LT_DIR/$tag" "$@" > "$OUT/train_$tag.log" 2>&1
+    --data_dir "${LT_DATA:-$LT_DIR/data}" --output_dir "$LT_DIR/$tag" "$@" > "$OUT/train_$tag.log" 2>&1
   local rc=$?  # before any other expansion resets $?
   echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' "$OUT/train_$tag.log" | tail -1)"
   rm -rf "${LT_DIR:?}/$tag"
+}
+# large_train with Lamb (examples/deepspeed_bsz32K_lamb_config_seq512.json's settings at micro-batch MB,
+# examples/bert_large_lamb.json), sequence length SEQ, shards in DATA: lamb_train TAG SEQ MB DATA [flags...]
+lamb_train() {
+  local tag=$1 seq=$2 mb=$3 data=$4; shift 4
+  sed "s/\"train_micro_batch_size_per_gpu\": 16/\"train_micro_batch_size_per_gpu\": $mb/" \
+    examples/deepspeed_bsz32K_lamb_config_seq512.json > "$LT_DIR/lamb_mb$mb.json"
+  LT_CONFIG=$LT_DIR/lamb_mb$mb.json LT_CF=examples/bert_large_lamb.json LT_MB=$mb LT_SEQ=$seq LT_DATA=$data \
+    large_train "$tag" "$@"
 }
 # large_train, then the profile lines matching PHASES (an egrep pattern): train_phases PHASES TAG [flags...]
 train_phases() {

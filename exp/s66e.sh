@@ -15,7 +15,6 @@ gpu_test bert_cuda.log 120 gpu_test_bert_cuda
 gpu_test plain_layer.log 60 gpu_test_plain_layer
 run_dir s66
 large_train_data "$D"
-eval "$(sed -n '/^lamb_train() {/,/^}/p' exp/s66d.sh)"
 lamb_train multi128 128 64 "$D/data"
 profile_lines multi128 "optimizer|whole"
 DSKC_OPTIMIZER=per_tensor lamb_train per128 128 64 "$D/data"
