@@ -83,6 +83,12 @@ const std::vector<ModelKernel>& model_kernels() {
        "AdamW over every tensor + compute copies (layers' T gradients with dtype_grads); grid = Σ chunks"},
       {"model_lamb_stage1", "LambParams", 120, "lamb_stage1_impl(p)", "Lamb moments + norm partials; fixed grid"},
       {"model_lamb_stage2", "LambParams", 120, "lamb_stage2_impl(p)", "Lamb trust ratio + update; grid-stride"},
+      {"model_lamb_multi_stage1", "LambMultiParams", 144, "lamb_multi_stage1_impl(p)",
+       "Lamb moments + norm partials over every tensor (each its per-tensor grid); grid = Σ parts"},
+      {"model_lamb_multi_trust", "LambMultiParams", 144, "lamb_multi_trust_impl(p)",
+       "Lamb trust ratio per tensor from its partials; grid = tensors"},
+      {"model_lamb_multi_stage2", "LambMultiParams", 144, "lamb_multi_stage2_impl(p)",
+       "Lamb update over every tensor + compute copies; grid = Σ chunks"},
   };
   return k;
 }

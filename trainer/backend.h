@@ -106,8 +106,9 @@ struct BackendOptions {
   // by 0.2 ms but makes the step 0.6 ms longer (bench/NOTES.md, dp4); test hook
   // DSKC_TEST_ALLREDUCE=split_word turns it on.
   bool word_split = false;
-  // CUDA backend, Adam / AdamW: one launch over every parameter tensor that also refreshes the
-  // compute copies, instead of two launches per tensor (an update, then a cast); bitwise the same.
+  // CUDA backend: Adam / AdamW in one launch over every parameter tensor that also refreshes the
+  // compute copies (Lamb in three: moments and norm partials, trust ratios, update and copies),
+  // instead of two (Lamb: three) launches per tensor plus a cast each; bitwise the same.
   // -1: from DSKC_OPTIMIZER ("multi" or unset: on; "per_tensor": off).
   int multi_tensor_optimizer = -1;
   // CUDA backend, one GPU: a step of one micro-batch leaves the encoder layers' gradients in the

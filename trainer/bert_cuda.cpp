@@ -28,12 +28,19 @@ constexpr size_t kAlignFloats = 64;  // 256 bytes
 constexpr size_t kAlignBytes = 256;
 constexpr int kPartials = 1024;      // fixed grid of the two-stage reductions
 constexpr int kRangeParts = 128;     // sum_squares: blocks per range of the pending-layers table
+// Elements per block of the one-launch optimizers (adam_multi, lamb_multi's stage 2): 8 per thread.
+constexpr uint64_t kOptChunk = 2048;
 constexpr unsigned kMaxGrid = 4096;  // grid-stride kernels
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 // Adam's bias corrections 1 − β1^t and 1 − β2^t (1 without bias correction).
 std::pair<double, double> bias_corrections(const OptimizerSettings& s, int64_t step) {
   const double t = static_cast<double>(step);
   return s.bias_correction ? std::pair{1.0 - std::pow(s.beta1, t), 1.0 - std::pow(s.beta2, t)} : std::pair{1.0, 1.0};
+}
+// Lamb's step size: lr, times sqrt(1 - beta2^t) / (1 - beta1^t) with bias_correction.
+double lamb_step_size(const OptimizerSettings& s, const UpdateArgs& a) {
+  const auto [bc1, bc2] = bias_corrections(s, a.step);
+  return s.bias_correction ? a.lr * std::sqrt(bc2) / bc1 : a.lr;
 }
 unsigned stride_grid(size_t n) {
   return static_cast<unsigned>(std::clamp<size_t>((n + kModelBlock - 1) / kModelBlock, 1, kMaxGrid));
@@ -53,8 +60,8 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
   multi_tensor_optimizer_ =
       opt.multi_tensor_optimizer < 0
           ? env_choice("DSKC_OPTIMIZER", true, {{"multi", true}, {"per_tensor", false}},
-                       "multi (the default: Adam / AdamW over every parameter in one launch) or per_tensor (two "
-                       "launches per parameter tensor)")
+                       "multi (the default: Adam / AdamW over every parameter in one launch, Lamb in three) or "
+                       "per_tensor (two or three launches per parameter tensor)")
           : opt.multi_tensor_optimizer != 0;
   defer_layer_grads_ =
       opt.defer_layer_grads < 0
@@ -556,7 +563,8 @@ double CudaBackend::grad_norm(double grad_scale) {
 void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a) {
   ctx_->make_current();
   settle_zero();
-  if (s.type != OptimizerType::Lamb && multi_tensor_optimizer_) return adam_multi(s, a);  // pending layers read there
+  if (multi_tensor_optimizer_)  // pending layers read there
+    return s.type == OptimizerType::Lamb ? lamb_multi(s, a) : adam_multi(s, a);
   widen_pending_layers();
   const double gmul = a.clip_coef / a.grad_scale;
   const auto [bc1, bc2] = bias_corrections(s, a.step);
@@ -570,7 +578,7 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
     float* v = reinterpret_cast<float*>(exp_avg_sq_.ptr() + offset_[i] * 4);
     if (s.type == OptimizerType::Lamb) {
       const int parts = static_cast<int>(std::min<size_t>((n + kModelBlock - 1) / kModelBlock, kPartials));
-      const double step_size = s.bias_correction ? a.lr * std::sqrt(bc2) / bc1 : a.lr;
+      const double step_size = lamb_step_size(s, a);
       mkp::Lamb l{p, g, m, v, reinterpret_cast<double*>(partials_.ptr()), gmul, s.beta1, s.beta2, s.eps, wd,
                   step_size, s.max_coeff, s.min_coeff, n, parts};
       launch("model_lamb_stage1", static_cast<unsigned>(parts), &l);
@@ -585,50 +593,99 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
   ctx_->synchronize();
 }
 
-void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
-  constexpr uint64_t kChunk = 2048;  // elements per block: 8 per thread
-  const auto chunks_of = [](uint64_t n) { return (n + kChunk - 1) / kChunk; };
-  if (adam_segments_.bytes() == 0) {  // the compute copies do not move: one table for the run
-    std::vector<mkp::AdamSegment> segs;
-    uint64_t chunks = 0;
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      const ModelParamSpec& sp = specs_[i];
-      const uint64_t n = static_cast<uint64_t>(sp.numel());
-      const void* gsrc = sp.layer >= 0 ? reinterpret_cast<const void*>(
-                                              layers_[static_cast<size_t>(sp.layer)]->grad(sp.layer_param))
-                                        : nullptr;
-      segs.push_back({offset_[i], n, chunks, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))), gsrc,
-                      sp.weight_decay() ? 1 : 0, 0});
-      chunks += chunks_of(n);
-    }
-    DSKC_ASSERT(chunks <= 0x7fffffffu, "adam_multi: grid too large");
-    adam_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
-    DSKC_CU(cuMemcpyHtoDAsync(adam_segments_.ptr(), segs.data(), adam_segments_.bytes(), ctx_->stream()));
-    // The overlapped form's groups: the same segments, group after group, each group's chunks
-    // counted from 0 (its own launch), so every element gets the same block-relative place.
-    std::vector<mkp::AdamSegment> grouped;
-    for (size_t g = 0; g < opt_done_.size(); ++g) {
-      AdamGroup grp{grouped.size(), 0, 0};
-      for (size_t i = 0; i < specs_.size(); ++i) {
-        if (static_cast<size_t>(specs_[i].layer + 1) != g) continue;  // layer -1: the embeddings and heads
-        mkp::AdamSegment sg = segs[i];
-        sg.first_chunk = grp.chunks;
-        grp.chunks += static_cast<unsigned>(chunks_of(sg.n));
-        grp.n_segs += 1;
-        grouped.push_back(sg);
-      }
-      adam_groups_.push_back(grp);
-    }
-    if (!grouped.empty()) {
-      DSKC_ASSERT(grouped.size() == segs.size(), "adam_multi: every tensor in one group");
-      adam_group_segments_ = DeviceBuffer(*ctx_, grouped.size() * sizeof(mkp::AdamSegment));
-      DSKC_CU(cuMemcpyHtoDAsync(adam_group_segments_.ptr(), grouped.data(), adam_group_segments_.bytes(),
-                                ctx_->stream()));
-    }
-    ctx_->synchronize();  // `segs` and `grouped` go out of scope
-    adam_chunks_ = static_cast<unsigned>(chunks);
-    adam_n_segs_ = static_cast<int>(segs.size());
+// The one-launch optimizers' table of every parameter tensor: its place in the flat fp32 buffers,
+// compute copy, layer gradient (encoder tensors) and decay, and its first block: in 2048-element
+// chunks (`lamb_blocks` false: Adam, Lamb's stage 2), or, for Lamb's stage 1, the per-tensor stage
+// 1's grid (parts = min(ceil(n / block), kPartials) blocks per tensor).
+std::vector<mkp::AdamSegment> CudaBackend::optimizer_segments(bool lamb_blocks) const {
+  std::vector<mkp::AdamSegment> segs;
+  uint64_t first = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ModelParamSpec& sp = specs_[i];
+    const uint64_t n = static_cast<uint64_t>(sp.numel());
+    const void* gsrc = sp.layer >= 0 ? reinterpret_cast<const void*>(
+                                            layers_[static_cast<size_t>(sp.layer)]->grad(sp.layer_param))
+                                      : nullptr;
+    const uint64_t blocks = lamb_blocks ? std::min<uint64_t>((n + kModelBlock - 1) / kModelBlock, kPartials)
+                                        : (n + kOptChunk - 1) / kOptChunk;
+    segs.push_back({offset_[i], n, first, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))), gsrc,
+                    sp.weight_decay() ? 1 : 0, lamb_blocks ? static_cast<int32_t>(blocks) : 0});
+    first += blocks;
   }
+  DSKC_ASSERT(first <= 0x7fffffffu, "optimizer_segments: grid too large");
+  return segs;
+}
+
+void CudaBackend::ensure_adam_segments() {
+  if (adam_segments_.bytes() != 0) return;  // the compute copies do not move: one table for the run
+  const std::vector<mkp::AdamSegment> segs = optimizer_segments(false);
+  adam_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
+  DSKC_CU(cuMemcpyHtoDAsync(adam_segments_.ptr(), segs.data(), adam_segments_.bytes(), ctx_->stream()));
+  const auto chunks_of = [](uint64_t n) { return (n + kOptChunk - 1) / kOptChunk; };
+  // The overlapped form's groups: the same segments, group after group, each group's chunks
+  // counted from 0 (its own launch), so every element gets the same block-relative place.
+  std::vector<mkp::AdamSegment> grouped;
+  for (size_t g = 0; g < opt_done_.size(); ++g) {
+    AdamGroup grp{grouped.size(), 0, 0};
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      if (static_cast<size_t>(specs_[i].layer + 1) != g) continue;  // layer -1: the embeddings and heads
+      mkp::AdamSegment sg = segs[i];
+      sg.first_chunk = grp.chunks;
+      grp.chunks += static_cast<unsigned>(chunks_of(sg.n));
+      grp.n_segs += 1;
+      grouped.push_back(sg);
+    }
+    adam_groups_.push_back(grp);
+  }
+  if (!grouped.empty()) {
+    DSKC_ASSERT(grouped.size() == segs.size(), "adam_multi: every tensor in one group");
+    adam_group_segments_ = DeviceBuffer(*ctx_, grouped.size() * sizeof(mkp::AdamSegment));
+    DSKC_CU(cuMemcpyHtoDAsync(adam_group_segments_.ptr(), grouped.data(), adam_group_segments_.bytes(),
+                              ctx_->stream()));
+  }
+  ctx_->synchronize();  // `segs` and `grouped` go out of scope
+  adam_chunks_ = static_cast<unsigned>(segs.back().first_chunk + chunks_of(segs.back().n));
+  adam_n_segs_ = static_cast<int>(segs.size());
+}
+
+void CudaBackend::lamb_multi(const OptimizerSettings& s, const UpdateArgs& a) {
+  ensure_adam_segments();  // stage 2's table
+  if (lamb_segments_.bytes() == 0) {
+    const std::vector<mkp::AdamSegment> segs = optimizer_segments(true);
+    lamb_blocks_ = static_cast<unsigned>(segs.back().first_chunk + static_cast<uint64_t>(segs.back().parts));
+    lamb_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
+    DSKC_CU(cuMemcpyHtoDAsync(lamb_segments_.ptr(), segs.data(), lamb_segments_.bytes(), ctx_->stream()));
+    lamb_part_ = DeviceBuffer(*ctx_, (2 * static_cast<size_t>(lamb_blocks_) + segs.size()) * sizeof(double));
+    ctx_->synchronize();  // `segs` goes out of scope
+  }
+  double* part = reinterpret_cast<double*>(lamb_part_.ptr());
+  mkp::LambMulti p{reinterpret_cast<float*>(master_.ptr()),
+                   reinterpret_cast<const float*>(grads_.ptr()),
+                   reinterpret_cast<float*>(exp_avg_.ptr()),
+                   reinterpret_cast<float*>(exp_avg_sq_.ptr()),
+                   reinterpret_cast<const mkp::AdamSegment*>(lamb_segments_.ptr()),
+                   reinterpret_cast<const mkp::AdamSegment*>(adam_segments_.ptr()),
+                   part,
+                   part + 2 * static_cast<size_t>(lamb_blocks_),
+                   a.clip_coef / a.grad_scale,
+                   s.beta1,
+                   s.beta2,
+                   s.eps,
+                   s.weight_decay,
+                   lamb_step_size(s, a),
+                   s.max_coeff,
+                   s.min_coeff,
+                   kOptChunk,
+                   adam_n_segs_,
+                   layers_pending_ ? 1 : 0};
+  launch("model_lamb_multi_stage1", lamb_blocks_, &p);
+  launch("model_lamb_multi_trust", static_cast<unsigned>(adam_n_segs_), &p);
+  launch("model_lamb_multi_stage2", adam_chunks_, &p);
+  if (optimizer_overlap_ == 0) ctx_->synchronize();
+}
+
+void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
+  ensure_adam_segments();
   const auto [bc1, bc2] = bias_corrections(s, a.step);
   mkp::AdamMulti p{reinterpret_cast<float*>(master_.ptr()),
                    reinterpret_cast<const float*>(grads_.ptr()),
@@ -643,7 +700,7 @@ void CudaBackend::adam_multi(const OptimizerSettings& s, const UpdateArgs& a) {
                    s.eps,
                    a.lr,
                    s.weight_decay,
-                   kChunk,
+                   kOptChunk,
                    adam_n_segs_,
                    layers_pending_ ? 1 : 0};
   const char* kernel = s.type == OptimizerType::AdamW || s.adam_w_mode ? "model_adamw_multi" : "model_adam_multi";

@@ -12,7 +12,8 @@
 // into the fp32 accumulators right after it (accumulation over micro-batches) — except, on one
 // GPU, in a step's first micro-batch (BackendOptions::defer_layer_grads): the accumulators would
 // hold exactly 0 + g, so the gradients stay in the layers' buffers, where the gradient norm and
-// the one-launch Adam read them, until a second micro-batch or another reader widens them.
+// the one-launch Adam / three-launch Lamb read them, until a second micro-batch or another reader
+// widens them.
 // The one-launch Adam may also run without the host waiting for it, or on a stream of its own under
 // the next forward (BackendOptions::optimizer_overlap; the same update, not faster on an H100).
 //
@@ -57,6 +58,7 @@ namespace dskc {
 
 class PeerSum;
 namespace mkp {
+struct AdamSegment;
 struct LnParamGrad;
 }
 
@@ -115,6 +117,11 @@ class CudaBackend : public TrainBackend {
   void ln_param_grad(const char* part_kernel, const mkp::LnParamGrad& args);
   // Adam / AdamW over every parameter in one launch that also writes the compute copies.
   void adam_multi(const OptimizerSettings& s, const UpdateArgs& a);
+  // Lamb over every tensor in three launches (bitwise the per-tensor kernels; layers' pending
+  // gradients read in place, compute copies written by the update).
+  void lamb_multi(const OptimizerSettings& s, const UpdateArgs& a);
+  std::vector<mkp::AdamSegment> optimizer_segments(bool lamb_blocks) const;
+  void ensure_adam_segments();  // adam_segments_ and the overlapped form's groups, once
   int index_of(const std::string& name) const;
   CUdeviceptr master(int idx) const { return master_.ptr() + offset_[idx] * 4; }
   CUdeviceptr grad(int idx) const { return grads_.ptr() + offset_[idx] * 4; }
@@ -191,6 +198,10 @@ class CudaBackend : public TrainBackend {
   DeviceBuffer adam_segments_;
   unsigned adam_chunks_ = 0;
   int adam_n_segs_ = 0;
+  // lamb_multi's stage-1 table (first_chunk = a tensor's first block, parts its blocks), its grid,
+  // and its partials [2 · lamb_blocks_] followed by the trust ratios [tensors] (doubles).
+  DeviceBuffer lamb_segments_, lamb_part_;
+  unsigned lamb_blocks_ = 0;
   // BackendOptions::optimizer_overlap resolved (0 with a process group). For 2 / 3: the update's
   // stream, its groups (adam_group_segments_: group after group, each one's first_chunk counted
   // from its own first block; [0] the embedding and head tensors, [1 + l] layer l's), the event

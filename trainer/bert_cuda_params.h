@@ -149,7 +149,7 @@ struct AdamSegment {
   uint64_t offset, n, first_chunk;
   MPtr dst;
   const void* gsrc;
-  int32_t decay, pad;
+  int32_t decay, parts;  // parts: the Lamb stage-1 table's blocks of the tensor (0 in Adam's)
 };
 struct AdamMulti {
   float* p;
@@ -169,6 +169,17 @@ struct Lamb {
   double gmul, beta1, beta2, eps, wd, step_size, max_coeff, min_coeff;
   uint64_t n;
   int parts;
+};
+struct LambMulti {
+  float* p;
+  const float* g;
+  float *m, *v;
+  const AdamSegment *segs1, *segs2;
+  double *part, *trust;
+  double gmul, beta1, beta2, eps, wd, step_size, max_coeff, min_coeff;
+  uint64_t chunk;
+  int n_segs;
+  int dtype_grads;
 };
 
 static_assert(sizeof(EmbeddingFwd) == 112);
@@ -196,5 +207,6 @@ static_assert(sizeof(SumSqRange) == 24);
 static_assert(sizeof(AdamSegment) == 48);
 static_assert(sizeof(AdamMulti) == 120);
 static_assert(sizeof(Lamb) == 120);
+static_assert(sizeof(LambMulti) == 144);
 
 }  // namespace dskc::mkp

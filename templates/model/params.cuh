@@ -125,6 +125,7 @@ struct AdamSegment {
   T* dst;
   const T* gsrc;
   int decay;
+  int parts;  // the Lamb stage-1 table: the tensor's blocks (first_chunk is its first block); 0 otherwise
 };
 static_assert(sizeof(AdamSegment) == 48, "trainer/bert_cuda_params.h mkp::AdamSegment");
 
@@ -149,6 +150,26 @@ struct LambParams {
   double gmul, beta1, beta2, eps, wd, step_size, max_coeff, min_coeff;
   unsigned long long n;
   int parts;  // stage 1's grid size
+};
+
+// Lamb over every tensor in three launches (stage 1, the trust ratios, stage 2), bitwise the
+// per-tensor kernels': stage 1 runs each tensor's `parts` blocks (segs1, first_chunk = its first
+// block) over the same elements in the same order as the per-tensor stage 1 with grid = parts, so
+// the partials, the trust ratio and every update are the same numbers; stage 2 walks segs2 (the
+// one-launch Adam's table: 2048-element chunks) and writes the compute copies too.
+struct LambMultiParams {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  const AdamSegment* segs1;  // by first_chunk (= first stage-1 block), ascending; parts set
+  const AdamSegment* segs2;  // by first_chunk (2048-element chunks), ascending
+  double* part;              // [Σ parts, 2]: Σ p², Σ u² per stage-1 block
+  double* trust;             // [n_segs]
+  double gmul, beta1, beta2, eps, wd, step_size, max_coeff, min_coeff;
+  unsigned long long chunk;  // stage 2's elements per block
+  int n_segs;
+  int dtype_grads;  // segments with gsrc read it (as 0 + g), as AdamMultiParams
 };
 
 #define DSKC_GRID_STRIDE(i, n)                                                                   \
@@ -408,6 +429,19 @@ struct Raw4<2> {
   using type = uint2;
 };
 
+// The segment of a table (ascending first_chunk) whose blocks hold this block.
+__device__ __forceinline__ int segment_of(const AdamSegment* segs, int n_segs) {
+  int lo = 0, hi = n_segs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (segs[mid].first_chunk <= blockIdx.x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 // Block b updates chunk b - first_chunk of the segment whose chunks hold b (binary search), and
 // writes each new master value's compute copy as cast_params would. A thread owns groups of four
 // consecutive elements (16-byte loads of the master, fp32 gradient and moments: segment offsets
@@ -416,15 +450,7 @@ struct Raw4<2> {
 // element by element.
 template <bool kAdamW>
 __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
-  int lo = 0, hi = a.n_segs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (a.segs[mid].first_chunk <= blockIdx.x)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const AdamSegment s = a.segs[lo];
+  const AdamSegment s = a.segs[segment_of(a.segs, a.n_segs)];
   const T* gs = a.dtype_grads ? s.gsrc : nullptr;
   using Raw = Raw4<sizeof(T)>::type;
   union Vec4 {
@@ -469,17 +495,48 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
   }
 }
 
+// Lamb's per-element math, shared by the per-tensor and the multi-tensor kernels (the same code
+// inlined, so the same numbers). Stage 1: the moments from gradient g (stored back as fp32), and
+// the update direction u = m/(sqrt(v)+eps) + wd·p that the norms sum; stage 2: u again from the
+// stored moments, and the new master value.
+__device__ __forceinline__ double lamb_moments(double gmul, double beta1, double beta2, double eps, double wd,
+                                               double p, float gf, float& mf, float& vf) {
+  const double g = gf * gmul;
+  const double m = beta1 * mf + (1.0 - beta1) * g;
+  const double v = beta2 * vf + (1.0 - beta2) * g * g;
+  mf = static_cast<float>(m);
+  vf = static_cast<float>(v);
+  return m / (sqrt(v) + eps) + wd * p;
+}
+__device__ __forceinline__ float lamb_new_p(double eps, double wd, double step_size, double trust, float pf, float mf,
+                                            float vf) {
+  const double p = pf;
+  const double u = static_cast<double>(mf) / (sqrt(static_cast<double>(vf)) + eps) + wd * p;
+  return static_cast<float>(p - step_size * trust * u);
+}
+// The trust ratio from a tensor's stage-1 partials, summed in one fixed order by every caller.
+__device__ __forceinline__ double lamb_trust(const double* part, int parts, double min_coeff, double max_coeff) {
+  double ws = 0.0, us = 0.0;
+  for (int i = threadIdx.x; i < parts; i += kModelThreads) {
+    ws += part[2 * i];
+    us += part[2 * i + 1];
+  }
+  ws = model_block_sum(ws);
+  us = model_block_sum(us);
+  double trust = 1.0;
+  if (ws != 0.0 && us != 0.0) {
+    trust = sqrt(ws) / sqrt(us);
+    trust = fmin(fmax(trust, min_coeff), max_coeff);
+  }
+  return trust;
+}
+
 // Lamb stage 1: moments, and per-block Σ p² and Σ u² with u = m/(sqrt(v)+eps) + wd·p.
 __device__ __forceinline__ void lamb_stage1_impl(const LambParams& a) {
   double ws = 0.0, us = 0.0;
   DSKC_GRID_STRIDE(i, a.n) {
     const double p = a.p[i];
-    const double g = a.g[i] * a.gmul;
-    const double m = a.beta1 * a.m[i] + (1.0 - a.beta1) * g;
-    const double v = a.beta2 * a.v[i] + (1.0 - a.beta2) * g * g;
-    a.m[i] = static_cast<float>(m);
-    a.v[i] = static_cast<float>(v);
-    const double u = m / (sqrt(v) + a.eps) + a.wd * p;
+    const double u = lamb_moments(a.gmul, a.beta1, a.beta2, a.eps, a.wd, p, a.g[i], a.m[i], a.v[i]);
     ws += p * p;
     us += u * u;
   }
@@ -494,22 +551,72 @@ __device__ __forceinline__ void lamb_stage1_impl(const LambParams& a) {
 // Lamb stage 2: every block adds the partials in the same order (so all agree on the trust
 // ratio), then p -= step_size·trust·u with u from the stored moments.
 __device__ __forceinline__ void lamb_stage2_impl(const LambParams& a) {
+  const double trust = lamb_trust(a.part, a.parts, a.min_coeff, a.max_coeff);
+  DSKC_GRID_STRIDE(i, a.n) a.p[i] = lamb_new_p(a.eps, a.wd, a.step_size, trust, a.p[i], a.m[i], a.v[i]);
+}
+
+// Multi-tensor Lamb stage 1: block b is block q = b - first_chunk of its tensor's `parts`, striding
+// over the tensor as the per-tensor stage 1 does with grid = parts.
+__device__ __forceinline__ void lamb_multi_stage1_impl(const LambMultiParams& a) {
+  const AdamSegment s = a.segs1[segment_of(a.segs1, a.n_segs)];
+  const T* gs = a.dtype_grads ? s.gsrc : nullptr;
+  const double wd = s.decay ? a.wd : 0.0;
+  const unsigned long long q = blockIdx.x - s.first_chunk;
   double ws = 0.0, us = 0.0;
-  for (int i = threadIdx.x; i < a.parts; i += kModelThreads) {
-    ws += a.part[2 * i];
-    us += a.part[2 * i + 1];
+  for (unsigned long long j = q * kModelThreads + threadIdx.x; j < s.n;
+       j += static_cast<unsigned long long>(s.parts) * kModelThreads) {
+    const unsigned long long i = s.offset + j;
+    const double p = a.p[i];
+    const float g = gs ? onto_zero(gs[j]) : a.g[i];
+    const double u = lamb_moments(a.gmul, a.beta1, a.beta2, a.eps, wd, p, g, a.m[i], a.v[i]);
+    ws += p * p;
+    us += u * u;
   }
   ws = model_block_sum(ws);
   us = model_block_sum(us);
-  double trust = 1.0;
-  if (ws != 0.0 && us != 0.0) {
-    trust = sqrt(ws) / sqrt(us);
-    trust = fmin(fmax(trust, a.min_coeff), a.max_coeff);
+  if (threadIdx.x == 0) {
+    a.part[2 * blockIdx.x] = ws;
+    a.part[2 * blockIdx.x + 1] = us;
   }
-  DSKC_GRID_STRIDE(i, a.n) {
-    const double p = a.p[i];
-    const double u = static_cast<double>(a.m[i]) / (sqrt(static_cast<double>(a.v[i])) + a.eps) + a.wd * p;
-    a.p[i] = static_cast<float>(p - a.step_size * trust * u);
+}
+
+// One block per tensor: its trust ratio from its stage-1 partials.
+__device__ __forceinline__ void lamb_multi_trust_impl(const LambMultiParams& a) {
+  const AdamSegment s = a.segs1[blockIdx.x];
+  const double trust = lamb_trust(a.part + 2 * s.first_chunk, s.parts, a.min_coeff, a.max_coeff);
+  if (threadIdx.x == 0) a.trust[blockIdx.x] = trust;
+}
+
+// Multi-tensor Lamb stage 2: block b updates chunk b - first_chunk of its tensor (16-byte accesses
+// where four elements are whole, as adam_multi) and writes the compute copies as cast_params would.
+__device__ __forceinline__ void lamb_multi_stage2_impl(const LambMultiParams& a) {
+  const int si = segment_of(a.segs2, a.n_segs);
+  const AdamSegment s = a.segs2[si];
+  const double trust = a.trust[si], wd = s.decay ? a.wd : 0.0;
+  const unsigned long long begin = (blockIdx.x - s.first_chunk) * a.chunk;
+  const unsigned long long end = begin + a.chunk < s.n ? begin + a.chunk : s.n;
+  for (unsigned long long j = begin + 4ull * threadIdx.x; j < end; j += 4ull * kModelThreads) {
+    const unsigned long long i = s.offset + j;
+    if (j + 4 <= end) {
+      float4 p = *reinterpret_cast<const float4*>(a.p + i);
+      const float4 m = *reinterpret_cast<const float4*>(a.m + i);
+      const float4 v = *reinterpret_cast<const float4*>(a.v + i);
+      p.x = lamb_new_p(a.eps, wd, a.step_size, trust, p.x, m.x, v.x);
+      p.y = lamb_new_p(a.eps, wd, a.step_size, trust, p.y, m.y, v.y);
+      p.z = lamb_new_p(a.eps, wd, a.step_size, trust, p.z, m.z, v.z);
+      p.w = lamb_new_p(a.eps, wd, a.step_size, trust, p.w, m.w, v.w);
+      *reinterpret_cast<float4*>(a.p + i) = p;
+      s.dst[j] = from_f<T>(p.x);
+      s.dst[j + 1] = from_f<T>(p.y);
+      s.dst[j + 2] = from_f<T>(p.z);
+      s.dst[j + 3] = from_f<T>(p.w);
+    } else {
+      for (unsigned long long k = j; k < end; ++k) {
+        const unsigned long long e = s.offset + k;
+        a.p[e] = lamb_new_p(a.eps, wd, a.step_size, trust, a.p[e], a.m[e], a.v[e]);
+        s.dst[k] = from_f<T>(a.p[e]);
+      }
+    }
   }
 }
 

@@ -70,7 +70,7 @@ TEST_CASE("the host params structs (trainer/bert_cuda_params.h) have the sizes t
       {"GroupedRowsFinishParams", sizeof(mkp::GroupedRowsFinish)},
       {"SumSqParams", sizeof(mkp::SumSq)},               {"ReducePartialsParams", sizeof(mkp::ReducePartials)},
       {"AdamParams", sizeof(mkp::Adam)},                 {"LambParams", sizeof(mkp::Lamb)},
-      {"AdamMultiParams", sizeof(mkp::AdamMulti)},
+      {"AdamMultiParams", sizeof(mkp::AdamMulti)},       {"LambMultiParams", sizeof(mkp::LambMulti)},
       {"AddPairParams", sizeof(mkp::AddPair)},           {"GroupedRowsCompactParams", sizeof(mkp::GroupedRowsCompact)},
       {"ScatterRowsParams", sizeof(mkp::ScatterRows)}};
   for (const ModelKernel& k : model_kernels()) {

@@ -520,7 +520,7 @@ TEST_CASE("CudaBackend: tables prepared ahead (trainer read-ahead) give bitwise 
   CHECK_THROWS_AS(gpu.forward_backward_prepared(bad, MicroStep{}, nullptr), Error);
 }
 
-TEST_CASE("CudaBackend multi-tensor Adam (one launch, compute copies included): bitwise the per-tensor launches") {
+TEST_CASE("CudaBackend multi-tensor Adam and Lamb (compute copies included): bitwise the per-tensor launches") {
   dskc_test::require_gpu();
   const BertShape s = tiny_shape(true, 0.1);
   for (DType t : {DType::F16, DType::BF16}) {
@@ -533,9 +533,15 @@ TEST_CASE("CudaBackend multi-tensor Adam (one launch, compute copies included): 
     multi.import_params(params, "test params");
     per.import_params(params, "test params");
     const OptimizerSettings adamw = adamw_settings(), adam_l2 = adam_l2_settings();
-    const OptimizerSettings* settings[] = {&adamw, &adam_l2, &adamw};
+    // Lamb with and without bias correction (the guide's seq-512 config has none), between Adam
+    // steps: the three-launch form reads the layers' pending gradients in place, the per-tensor one
+    // widens them first.
+    OptimizerSettings lamb = adamw, lamb_nobc = adamw;
+    lamb.type = lamb_nobc.type = OptimizerType::Lamb;
+    lamb_nobc.bias_correction = false;
+    const OptimizerSettings* settings[] = {&adamw, &lamb, &adam_l2, &lamb_nobc, &adamw};
     StepLoss before{};
-    for (int step = 1; step <= 3; ++step) {
+    for (int step = 1; step <= 5; ++step) {
       CAPTURE(step);
       const Batch b = make_batch(4, 32, 6, s.vocab_size, 40 + step);
       MicroStep m;
@@ -579,7 +585,7 @@ TEST_CASE("CudaBackend deferred layer gradients (one micro-batch per step): bitw
     lamb.type = OptimizerType::Lamb;
     // Step 1 and 5: the norm and the one-launch Adam read the pending gradients. Step 2:
     // export_grads widens them first. Step 3: a second micro-batch widens them before its backward.
-    // Step 4: Lamb (per tensor) widens them.
+    // Step 4: Lamb reads them in place (three launches; DSKC_OPTIMIZER=per_tensor widens them).
     const OptimizerSettings* settings[] = {&adamw, &adamw, &adam_l2, &lamb, &adam_l2};
     for (int step = 1; step <= 5; ++step) {
       CAPTURE(step);
