@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Historical: exp/lamb_multi.patch landed in session 67 (7d19d46) and was removed, so `git apply`
+# fails on later trees; the landed tree runs the same tests and A/B without it.
 # Session 66 (`bash exp/pack.sh 260 exp/s66e.sh`): Lamb over every tensor in three launches
 # (lamb_multi: the layers' pending gradients read in place, the compute copies written by the
 # update; bitwise the per-tensor kernels) after exp/s66d.sh measured the per-tensor Lamb step at
