@@ -113,9 +113,9 @@ struct BackendOptions {
   int multi_tensor_optimizer = -1;
   // CUDA backend, one GPU: a step of one micro-batch leaves the encoder layers' gradients in the
   // layers' own dtype buffers (the fp32 accumulators would hold exactly 0 + g); the gradient norm
-  // and the one-launch Adam / AdamW read them there, and anything else that reads the gradients
-  // (another micro-batch, export_grads, Lamb, the per-tensor Adam) first widens them into the
-  // accumulators. Bitwise the same update. -1: from DSKC_LAYER_GRADS ("defer" or unset: on;
+  // and the one-launch Adam / AdamW and three-launch Lamb read them there, and anything else that
+  // reads the gradients (another micro-batch, export_grads, the per-tensor optimizers) first widens
+  // them into the accumulators. Bitwise the same update. -1: from DSKC_LAYER_GRADS ("defer" or unset: on;
   // "accumulate": off, each layer's gradients widened right after its backward).
   int defer_layer_grads = -1;
   // CUDA backend, one GPU, the one-launch Adam / AdamW: how the update meets the next step.
