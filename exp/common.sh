@@ -213,12 +213,17 @@ large_train() {
   echo "[$(( $(date +%s) - t0 )) s] $tag rc=$rc $(grep -E 'step 40/40' "$OUT/train_$tag.log" | tail -1)"
   rm -rf "${LT_DIR:?}/$tag"
 }
-# large_train with Lamb (examples/deepspeed_bsz32K_lamb_config_seq512.json's settings at micro-batch MB,
-# examples/bert_large_lamb.json), sequence length SEQ, shards in DATA: lamb_train TAG SEQ MB DATA [flags...]
+# examples/deepspeed_bsz32K_lamb_config_seq512.json at micro-batch MB, as $LT_DIR/lamb_mbMB.json:
+# lamb_config MB
+lamb_config() {
+  sed "s/\"train_micro_batch_size_per_gpu\": 16/\"train_micro_batch_size_per_gpu\": $1/" \
+    examples/deepspeed_bsz32K_lamb_config_seq512.json > "$LT_DIR/lamb_mb$1.json"
+}
+# large_train with Lamb (lamb_config MB, examples/bert_large_lamb.json), sequence length SEQ, shards
+# in DATA: lamb_train TAG SEQ MB DATA [flags...]
 lamb_train() {
   local tag=$1 seq=$2 mb=$3 data=$4; shift 4
-  sed "s/\"train_micro_batch_size_per_gpu\": 16/\"train_micro_batch_size_per_gpu\": $mb/" \
-    examples/deepspeed_bsz32K_lamb_config_seq512.json > "$LT_DIR/lamb_mb$mb.json"
+  lamb_config "$mb"
   LT_CONFIG=$LT_DIR/lamb_mb$mb.json LT_CF=examples/bert_large_lamb.json LT_MB=$mb LT_SEQ=$seq LT_DATA=$data \
     large_train "$tag" "$@"
 }
@@ -261,6 +266,22 @@ ncu_train1() {
     --backend cuda --checkpoint_steps 1000000 --data_dir "$LT_DIR/data" --output_dir "$LT_DIR/ncu_$tag" \
     > "$OUT/ncu_$tag.csv" 2> "$OUT/ncu_$tag.err"; echo "ncu rc=$?"
   python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" --from-last model_embedding_fwd > "$OUT/ncu_step_$tag.txt"
+  rm -rf "${LT_DIR:?}/ncu_$tag"
+}
+# The three-launch Lamb's kernels by Nsight Compute (BERT-Large, seq 128, micro-batch 64, Lamb,
+# 3 steps; only kernels matching lamb_multi profiled; needs large_train_data first), one line per
+# kernel and metric: ncu_lamb TAG [BINARY] (CSV in $OUT/ncu_lamb_TAG.csv).
+ncu_lamb() {
+  local tag=$1 bin=${2:-build-gpu/dskc}
+  lamb_config 64
+  timeout 150 "$NCU" --csv --metrics gpu__time_duration.sum,dram__bytes.sum --cache-control none --clock-control none \
+    --kernel-name regex:lamb_multi "$bin" train --deepspeed --deepspeed_config "$LT_DIR/lamb_mb64.json" \
+    --cf examples/bert_large_lamb.json --train_batch_size 64 --gradient_accumulation_steps 1 --max_seq_length 128 \
+    --max_grad_norm 1.0 --fp16 --loss_scale 0 --max_steps 3 --print_steps 1 --deepspeed_transformer_kernel \
+    --backend cuda --checkpoint_steps 1000000 --data_dir "$LT_DIR/data" --output_dir "$LT_DIR/ncu_$tag" \
+    > "$OUT/ncu_lamb_$tag.csv" 2> "$OUT/ncu_lamb_$tag.err"
+  echo "ncu $tag rc=$?"
+  grep -E "lamb_multi" "$OUT/ncu_lamb_$tag.csv" | awk -F'","' '{print $5, $(NF-2), $NF}' | tail -6
   rm -rf "${LT_DIR:?}/ncu_$tag"
 }
 # ... and the heads' kernels of that step (final LayerNorm forward to its backward) with the sum:
