@@ -2,7 +2,7 @@
 # Historical: exp/lamb_multi.patch landed in session 67 (7d19d46) and was removed, so `git apply`
 # fails on later trees; the landed tree runs the same tests and A/B without it.
 # Session 67, call 1 (`bash exp/pack.sh 330 exp/s67a.sh`): exp/lamb_multi.patch's first GPU run
-# (prepared in session 66, see exp/s66e.sh), kept short because most of the session's device time
+# (prepared in session 66 with a longer exp/s66e.sh, removed with the patch), kept short because most of the session's device time
 # went on failed starts: the patch applied, dskc and the two GPU test binaries that reach the
 # optimizer built (gpu_test_bert_cuda holds the Lamb multi-vs-per-tensor, CPU-backend and
 # deferred-gradient cases; gpu_test_plain_layer the unfused layers' training, through Adam's
