@@ -42,6 +42,9 @@ double lamb_step_size(const OptimizerSettings& s, const UpdateArgs& a) {
   const auto [bc1, bc2] = bias_corrections(s, a.step);
   return s.bias_correction ? a.lr * std::sqrt(bc2) / bc1 : a.lr;
 }
+// Lamb stage 1's blocks for a tensor of n elements (per tensor and in the three-launch form alike):
+// one per 4·kModelBlock elements (each thread takes groups of four), at most kPartials.
+uint64_t lamb_parts(uint64_t n) { return std::min<uint64_t>((n + 4 * kModelBlock - 1) / (4 * kModelBlock), kPartials); }
 unsigned stride_grid(size_t n) {
   return static_cast<unsigned>(std::clamp<size_t>((n + kModelBlock - 1) / kModelBlock, 1, kMaxGrid));
 }
@@ -577,7 +580,7 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
     float* m = reinterpret_cast<float*>(exp_avg_.ptr() + offset_[i] * 4);
     float* v = reinterpret_cast<float*>(exp_avg_sq_.ptr() + offset_[i] * 4);
     if (s.type == OptimizerType::Lamb) {
-      const int parts = static_cast<int>(std::min<size_t>((n + kModelBlock - 1) / kModelBlock, kPartials));
+      const int parts = static_cast<int>(lamb_parts(n));
       const double step_size = lamb_step_size(s, a);
       mkp::Lamb l{p, g, m, v, reinterpret_cast<double*>(partials_.ptr()), gmul, s.beta1, s.beta2, s.eps, wd,
                   step_size, s.max_coeff, s.min_coeff, n, parts};
@@ -596,7 +599,7 @@ void CudaBackend::optimizer_step(const OptimizerSettings& s, const UpdateArgs& a
 // The one-launch optimizers' table of every parameter tensor: its place in the flat fp32 buffers,
 // compute copy, layer gradient (encoder tensors) and decay, and its first block: in 2048-element
 // chunks (`lamb_blocks` false: Adam, Lamb's stage 2), or, for Lamb's stage 1, the per-tensor stage
-// 1's grid (parts = min(ceil(n / block), kPartials) blocks per tensor).
+// 1's grid (lamb_parts(n) blocks per tensor).
 std::vector<mkp::AdamSegment> CudaBackend::optimizer_segments(bool lamb_blocks) const {
   std::vector<mkp::AdamSegment> segs;
   uint64_t first = 0;
@@ -606,8 +609,7 @@ std::vector<mkp::AdamSegment> CudaBackend::optimizer_segments(bool lamb_blocks) 
     const void* gsrc = sp.layer >= 0 ? reinterpret_cast<const void*>(
                                             layers_[static_cast<size_t>(sp.layer)]->grad(sp.layer_param))
                                       : nullptr;
-    const uint64_t blocks = lamb_blocks ? std::min<uint64_t>((n + kModelBlock - 1) / kModelBlock, kPartials)
-                                        : (n + kOptChunk - 1) / kOptChunk;
+    const uint64_t blocks = lamb_blocks ? lamb_parts(n) : (n + kOptChunk - 1) / kOptChunk;
     segs.push_back({offset_[i], n, first, reinterpret_cast<void*>(compute_copy(static_cast<int>(i))), gsrc,
                     sp.weight_decay() ? 1 : 0, lamb_blocks ? static_cast<int32_t>(blocks) : 0});
     first += blocks;

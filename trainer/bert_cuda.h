@@ -24,7 +24,7 @@
 // Precision: fp16/bf16 activations and activation gradients, fp32 LayerNorm statistics and
 // embedding sums, fp32 accumulators rounded to the dtype after every add (as CpuBackend does,
 // so a loss-scaled fp16 overflow leaves inf), fp32 masters and moments, Adam in fp32 math (each
-// operation explicitly rounded), Lamb in double. Determinism: no atomics anywhere; every reduction has a fixed order, and the embedding
+// operation explicitly rounded), Lamb in fp32 math the same way with its norms summed in double. Determinism: no atomics anywhere; every reduction has a fixed order, and the embedding
 // table gradients are grouped by token id on the host (CSR) so repeated ids add in a fixed
 // order: forward_backward is bitwise reproducible run to run (stochastic_mode aside, which lets
 // the layers autotune their GEMMs).

@@ -442,6 +442,26 @@ __device__ __forceinline__ int segment_of(const AdamSegment* segs, int n_segs) {
   return lo;
 }
 
+// The one-launch optimizers' chunk of segment s for block b: elements [begin, end) of the segment,
+// begin = (b - first_chunk)·chunk.
+__device__ __forceinline__ unsigned long long chunk_begin(const AdamSegment& s, unsigned long long chunk) {
+  return (blockIdx.x - s.first_chunk) * chunk;
+}
+__device__ __forceinline__ unsigned long long chunk_end(const AdamSegment& s, unsigned long long chunk) {
+  const unsigned long long begin = chunk_begin(s, chunk);
+  return begin + chunk < s.n ? begin + chunk : s.n;
+}
+// Four new master values of segment s stored at master[i..i+3] (i = s.offset + j; 16 bytes) and
+// their compute copies at s.dst[j..j+3], as cast_params would write them.
+__device__ __forceinline__ void store_master4(const AdamSegment& s, float* master, unsigned long long i,
+                                              unsigned long long j, float4 p) {
+  *reinterpret_cast<float4*>(master + i) = p;
+  s.dst[j] = from_f<T>(p.x);
+  s.dst[j + 1] = from_f<T>(p.y);
+  s.dst[j + 2] = from_f<T>(p.z);
+  s.dst[j + 3] = from_f<T>(p.w);
+}
+
 // Block b updates chunk b - first_chunk of the segment whose chunks hold b (binary search), and
 // writes each new master value's compute copy as cast_params would. A thread owns groups of four
 // consecutive elements (16-byte loads of the master, fp32 gradient and moments: segment offsets
@@ -459,9 +479,8 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
   };
   const AdamScalars c = adam_scalars(a);
   const float wd = s.decay ? static_cast<float>(a.wd) : 0.f;
-  const unsigned long long begin = (blockIdx.x - s.first_chunk) * a.chunk;
-  const unsigned long long end = begin + a.chunk < s.n ? begin + a.chunk : s.n;
-  for (unsigned long long j = begin + 4ull * threadIdx.x; j < end; j += 4ull * kModelThreads) {
+  const unsigned long long end = chunk_end(s, a.chunk);
+  for (unsigned long long j = chunk_begin(s, a.chunk) + 4ull * threadIdx.x; j < end; j += 4ull * kModelThreads) {
     const unsigned long long i = s.offset + j;
     if (j + 4 <= end) {
       float4 p = *reinterpret_cast<const float4*>(a.p + i);
@@ -479,13 +498,9 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
       p.y = adam_update<kAdamW>(c, wd, p.y, g.y, m.y, v.y);
       p.z = adam_update<kAdamW>(c, wd, p.z, g.z, m.z, v.z);
       p.w = adam_update<kAdamW>(c, wd, p.w, g.w, m.w, v.w);
-      *reinterpret_cast<float4*>(a.p + i) = p;
       *reinterpret_cast<float4*>(a.m + i) = m;
       *reinterpret_cast<float4*>(a.v + i) = v;
-      s.dst[j] = from_f<T>(p.x);
-      s.dst[j + 1] = from_f<T>(p.y);
-      s.dst[j + 2] = from_f<T>(p.z);
-      s.dst[j + 3] = from_f<T>(p.w);
+      store_master4(s, a.p, i, j, p);
     } else {
       for (unsigned long long k = j; k < end; ++k) {
         const float g = gs ? onto_zero(__ldg(gs + k)) : a.g[s.offset + k];
@@ -495,24 +510,79 @@ __device__ __forceinline__ void adam_multi_impl(const AdamMultiParams& a) {
   }
 }
 
-// Lamb's per-element math, shared by the per-tensor and the multi-tensor kernels (the same code
-// inlined, so the same numbers). Stage 1: the moments from gradient g (stored back as fp32), and
-// the update direction u = m/(sqrt(v)+eps) + wd·p that the norms sum; stage 2: u again from the
-// stored moments, and the new master value.
-__device__ __forceinline__ double lamb_moments(double gmul, double beta1, double beta2, double eps, double wd,
-                                               double p, float gf, float& mf, float& vf) {
-  const double g = gf * gmul;
-  const double m = beta1 * mf + (1.0 - beta1) * g;
-  const double v = beta2 * vf + (1.0 - beta2) * g * g;
-  mf = static_cast<float>(m);
-  vf = static_cast<float>(v);
-  return m / (sqrt(v) + eps) + wd * p;
+// Lamb's per-element math in fp32 (as apex's and DeepSpeed's FusedLamb), shared by the per-tensor
+// and the multi-tensor kernels; every operation an explicitly rounded intrinsic (as adam_update),
+// so both forms agree bitwise whatever the compiler contracts around them. Stage 1: the moments from
+// gradient g (stored back), and the update direction u = m/(sqrt(v)+eps) + wd·p whose squares the
+// norms sum in double; stage 2: the same u from the stored moments, and the new master value
+// p + rate·u with rate = −step_size·trust rounded once. The double math before spent stage 1 on
+// FP64 divisions and square roots (bench/NOTES.md t8).
+struct LambScalars {
+  float gmul, beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
+};
+template <typename A>
+__device__ __forceinline__ LambScalars lamb_scalars(const A& a) {
+  return {static_cast<float>(a.gmul),  static_cast<float>(a.beta1),       static_cast<float>(1.0 - a.beta1),
+          static_cast<float>(a.beta2), static_cast<float>(1.0 - a.beta2), static_cast<float>(a.eps)};
 }
-__device__ __forceinline__ float lamb_new_p(double eps, double wd, double step_size, double trust, float pf, float mf,
-                                            float vf) {
-  const double p = pf;
-  const double u = static_cast<double>(mf) / (sqrt(static_cast<double>(vf)) + eps) + wd * p;
-  return static_cast<float>(p - step_size * trust * u);
+__device__ __forceinline__ float lamb_direction(const LambScalars& c, float wd, float p, float m, float v) {
+  return __fmaf_rn(wd, p, __fmul_rn(m, __frcp_rn(__fadd_rn(__fsqrt_rn(v), c.eps))));
+}
+__device__ __forceinline__ float lamb_moments(const LambScalars& c, float wd, float p, float g, float& m, float& v) {
+  g = __fmul_rn(g, c.gmul);
+  m = __fmaf_rn(c.beta1, m, __fmul_rn(c.one_minus_beta1, g));
+  v = __fmaf_rn(c.beta2, v, __fmul_rn(c.one_minus_beta2, __fmul_rn(g, g)));
+  return lamb_direction(c, wd, p, m, v);
+}
+__device__ __forceinline__ float lamb_rate(double step_size, double trust) {
+  return static_cast<float>(-(step_size * trust));
+}
+__device__ __forceinline__ float lamb_new_p(const LambScalars& c, float wd, float rate, float p, float m, float v) {
+  return __fmaf_rn(rate, lamb_direction(c, wd, p, m, v), p);
+}
+// One stage-1 block's share of a tensor (p, g, m, v at its first element; n elements): block q of
+// `parts` takes the groups of four consecutive elements q·threads + t, stepping parts·threads groups
+// (16-byte accesses of the fp32 arrays: tensor offsets are multiples of kAlignFloats; a layer's T
+// gradients in one 4·sizeof(T)-byte load: its tensors start 256-byte aligned), all four loaded
+// before any store; block 0 then takes the n % 4 tail element by element. Adds each element's p²
+// and u² into ws, us in that fixed order. kLayer: g is a layer's T gradient, read as 0 + g (what
+// the widened accumulator would hold; G = T); else the fp32 accumulator (G = float).
+template <bool kLayer, typename G>
+__device__ __forceinline__ void lamb_stage1_share(const LambScalars& c, float wd, float* p, const G* g, float* m,
+                                                  float* v, unsigned long long n, unsigned long long q,
+                                                  unsigned long long parts, double& ws, double& us) {
+  using Raw = typename Raw4<sizeof(G)>::type;
+  const auto grad = [](G x) -> float {
+    if constexpr (kLayer)
+      return onto_zero(x);
+    else
+      return x;
+  };
+  const auto element = [&](float pe, float ge, float& me, float& ve) {
+    const double u = lamb_moments(c, wd, pe, ge, me, ve);
+    const double pd = pe;
+    ws = __fma_rn(pd, pd, ws);
+    us = __fma_rn(u, u, us);
+  };
+  const unsigned long long groups = n / 4;
+  for (unsigned long long j = q * kModelThreads + threadIdx.x; j < groups;
+       j += parts * static_cast<unsigned long long>(kModelThreads)) {
+    const float4 pv = reinterpret_cast<const float4*>(p)[j];
+    float4 mv = reinterpret_cast<const float4*>(m)[j], vv = reinterpret_cast<const float4*>(v)[j];
+    union {
+      Raw raw;
+      G v[4];
+    } gv;
+    gv.raw = __ldg(reinterpret_cast<const Raw*>(g) + j);
+    element(pv.x, grad(gv.v[0]), mv.x, vv.x);
+    element(pv.y, grad(gv.v[1]), mv.y, vv.y);
+    element(pv.z, grad(gv.v[2]), mv.z, vv.z);
+    element(pv.w, grad(gv.v[3]), mv.w, vv.w);
+    reinterpret_cast<float4*>(m)[j] = mv;
+    reinterpret_cast<float4*>(v)[j] = vv;
+  }
+  const unsigned long long tail = 4 * groups + threadIdx.x;
+  if (q == 0 && tail < n) element(p[tail], grad(g[tail]), m[tail], v[tail]);
 }
 // The trust ratio from a tensor's stage-1 partials, summed in one fixed order by every caller.
 __device__ __forceinline__ double lamb_trust(const double* part, int parts, double min_coeff, double max_coeff) {
@@ -531,15 +601,11 @@ __device__ __forceinline__ double lamb_trust(const double* part, int parts, doub
   return trust;
 }
 
-// Lamb stage 1: moments, and per-block Σ p² and Σ u² with u = m/(sqrt(v)+eps) + wd·p.
+// Lamb stage 1: moments, and per-block Σ p² and Σ u² (grid = parts: lamb_stage1_share).
 __device__ __forceinline__ void lamb_stage1_impl(const LambParams& a) {
   double ws = 0.0, us = 0.0;
-  DSKC_GRID_STRIDE(i, a.n) {
-    const double p = a.p[i];
-    const double u = lamb_moments(a.gmul, a.beta1, a.beta2, a.eps, a.wd, p, a.g[i], a.m[i], a.v[i]);
-    ws += p * p;
-    us += u * u;
-  }
+  lamb_stage1_share<false>(lamb_scalars(a), static_cast<float>(a.wd), a.p, a.g, a.m, a.v, a.n, blockIdx.x, gridDim.x,
+                           ws, us);
   ws = model_block_sum(ws);
   us = model_block_sum(us);
   if (threadIdx.x == 0) {
@@ -549,29 +615,27 @@ __device__ __forceinline__ void lamb_stage1_impl(const LambParams& a) {
 }
 
 // Lamb stage 2: every block adds the partials in the same order (so all agree on the trust
-// ratio), then p -= step_size·trust·u with u from the stored moments.
+// ratio), then p += rate·u with u from the stored moments.
 __device__ __forceinline__ void lamb_stage2_impl(const LambParams& a) {
-  const double trust = lamb_trust(a.part, a.parts, a.min_coeff, a.max_coeff);
-  DSKC_GRID_STRIDE(i, a.n) a.p[i] = lamb_new_p(a.eps, a.wd, a.step_size, trust, a.p[i], a.m[i], a.v[i]);
+  const LambScalars c = lamb_scalars(a);
+  const float wd = static_cast<float>(a.wd);
+  const float rate = lamb_rate(a.step_size, lamb_trust(a.part, a.parts, a.min_coeff, a.max_coeff));
+  DSKC_GRID_STRIDE(i, a.n) a.p[i] = lamb_new_p(c, wd, rate, a.p[i], a.m[i], a.v[i]);
 }
 
-// Multi-tensor Lamb stage 1: block b is block q = b - first_chunk of its tensor's `parts`, striding
-// over the tensor as the per-tensor stage 1 does with grid = parts.
+// Multi-tensor Lamb stage 1: block b is block q = b - first_chunk of its tensor's `parts`, taking
+// the share the per-tensor stage 1's block q takes with grid = parts (lamb_stage1_share).
 __device__ __forceinline__ void lamb_multi_stage1_impl(const LambMultiParams& a) {
   const AdamSegment s = a.segs1[segment_of(a.segs1, a.n_segs)];
-  const T* gs = a.dtype_grads ? s.gsrc : nullptr;
-  const double wd = s.decay ? a.wd : 0.0;
+  const LambScalars c = lamb_scalars(a);
+  const float wd = s.decay ? static_cast<float>(a.wd) : 0.f;
   const unsigned long long q = blockIdx.x - s.first_chunk;
   double ws = 0.0, us = 0.0;
-  for (unsigned long long j = q * kModelThreads + threadIdx.x; j < s.n;
-       j += static_cast<unsigned long long>(s.parts) * kModelThreads) {
-    const unsigned long long i = s.offset + j;
-    const double p = a.p[i];
-    const float g = gs ? onto_zero(gs[j]) : a.g[i];
-    const double u = lamb_moments(a.gmul, a.beta1, a.beta2, a.eps, wd, p, g, a.m[i], a.v[i]);
-    ws += p * p;
-    us += u * u;
-  }
+  if (a.dtype_grads && s.gsrc != nullptr)
+    lamb_stage1_share<true>(c, wd, a.p + s.offset, s.gsrc, a.m + s.offset, a.v + s.offset, s.n, q, s.parts, ws, us);
+  else
+    lamb_stage1_share<false>(c, wd, a.p + s.offset, a.g + s.offset, a.m + s.offset, a.v + s.offset, s.n, q, s.parts,
+                             ws, us);
   ws = model_block_sum(ws);
   us = model_block_sum(us);
   if (threadIdx.x == 0) {
@@ -592,28 +656,24 @@ __device__ __forceinline__ void lamb_multi_trust_impl(const LambMultiParams& a) 
 __device__ __forceinline__ void lamb_multi_stage2_impl(const LambMultiParams& a) {
   const int si = segment_of(a.segs2, a.n_segs);
   const AdamSegment s = a.segs2[si];
-  const double trust = a.trust[si], wd = s.decay ? a.wd : 0.0;
-  const unsigned long long begin = (blockIdx.x - s.first_chunk) * a.chunk;
-  const unsigned long long end = begin + a.chunk < s.n ? begin + a.chunk : s.n;
-  for (unsigned long long j = begin + 4ull * threadIdx.x; j < end; j += 4ull * kModelThreads) {
+  const LambScalars c = lamb_scalars(a);
+  const float wd = s.decay ? static_cast<float>(a.wd) : 0.f, rate = lamb_rate(a.step_size, a.trust[si]);
+  const unsigned long long end = chunk_end(s, a.chunk);
+  for (unsigned long long j = chunk_begin(s, a.chunk) + 4ull * threadIdx.x; j < end; j += 4ull * kModelThreads) {
     const unsigned long long i = s.offset + j;
     if (j + 4 <= end) {
       float4 p = *reinterpret_cast<const float4*>(a.p + i);
       const float4 m = *reinterpret_cast<const float4*>(a.m + i);
       const float4 v = *reinterpret_cast<const float4*>(a.v + i);
-      p.x = lamb_new_p(a.eps, wd, a.step_size, trust, p.x, m.x, v.x);
-      p.y = lamb_new_p(a.eps, wd, a.step_size, trust, p.y, m.y, v.y);
-      p.z = lamb_new_p(a.eps, wd, a.step_size, trust, p.z, m.z, v.z);
-      p.w = lamb_new_p(a.eps, wd, a.step_size, trust, p.w, m.w, v.w);
-      *reinterpret_cast<float4*>(a.p + i) = p;
-      s.dst[j] = from_f<T>(p.x);
-      s.dst[j + 1] = from_f<T>(p.y);
-      s.dst[j + 2] = from_f<T>(p.z);
-      s.dst[j + 3] = from_f<T>(p.w);
+      p.x = lamb_new_p(c, wd, rate, p.x, m.x, v.x);
+      p.y = lamb_new_p(c, wd, rate, p.y, m.y, v.y);
+      p.z = lamb_new_p(c, wd, rate, p.z, m.z, v.z);
+      p.w = lamb_new_p(c, wd, rate, p.w, m.w, v.w);
+      store_master4(s, a.p, i, j, p);
     } else {
       for (unsigned long long k = j; k < end; ++k) {
         const unsigned long long e = s.offset + k;
-        a.p[e] = lamb_new_p(a.eps, wd, a.step_size, trust, a.p[e], a.m[e], a.v[e]);
+        a.p[e] = lamb_new_p(c, wd, rate, a.p[e], a.m[e], a.v[e]);
         s.dst[k] = from_f<T>(a.p[e]);
       }
     }
