@@ -295,3 +295,33 @@ ncu_heads() {
 profile_lines() {
   grep -h -A17 "^step profile" "$OUT/train_$1.log" | tail -15 | grep -E "${2:-.}" | cut -c1-90
 }
+# The bundled corpus prepared at seq 512 (vocab 30522, 80 predictions) into DIR/data512:
+# seq512_data DIR
+seq512_data() {
+  build-gpu/dskc prepare-data --input examples/corpus --output_dir "$1/data512" --vocab_size 30522 \
+    --max_seq_length 512 --max_predictions_per_seq 80 --dupe_factor 4 > "$OUT/prepare512.log" 2>&1 ||
+    { tail "$OUT/prepare512.log"; exit 1; }
+}
+# The guide's seq-512 Lamb phase (BERT-Large, micro-batch 16, fp16, accumulation 1), its whole
+# profile printed, in run_dir NAME (removed after): lamb512_phase NAME
+lamb512_phase() {
+  run_dir "$1"
+  mkdir -p "$D"; LT_DIR=$D
+  seq512_data "$D"
+  lamb_train lamb512 512 16 "$D/data512"
+  profile_lines lamb512
+  rm -rf "$D"
+}
+# The landed tree's Adam (default config) and Lamb (seq 128, micro-batch 64) training profiles, then
+# compare_torch's side-by-side table stopped at END seconds after the script's start: train_and_table END
+train_and_table() {
+  build_gpu -j16 dskc
+  run_dir s68
+  large_train_data "$D"
+  large_train adam
+  profile_lines adam "encoder|optimizer|whole"
+  lamb_train lamb 128 64 "$D/data"
+  profile_lines lamb "encoder|optimizer|whole"
+  rm -rf "$D"
+  compare_r3 "$1"
+}

@@ -7,13 +7,5 @@
 . "$(dirname "$0")/common.sh"
 gpu_head
 grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: nothing run"; exit 0; }
-build_gpu -j16 dskc
-run_dir s68
-large_train_data "$D"
-large_train adam
-profile_lines adam "encoder|optimizer|whole"
-lamb_train lamb 128 64 "$D/data"
-profile_lines lamb "encoder|optimizer|whole"
-rm -rf "$D"
-compare_r3 585
+train_and_table 585
 el done

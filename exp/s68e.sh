@@ -6,13 +6,5 @@
 # included) for the code of sessions 58-68 on that card.
 . "$(dirname "$0")/common.sh"
 gpu_head
-build_gpu -j16 dskc
-run_dir s68
-large_train_data "$D"
-large_train adam
-profile_lines adam "encoder|optimizer|whole"
-lamb_train lamb 128 64 "$D/data"
-profile_lines lamb "encoder|optimizer|whole"
-rm -rf "$D"
-compare_r3 560
+train_and_table 560
 el done
