@@ -48,6 +48,15 @@ uint64_t lamb_parts(uint64_t n) { return std::min<uint64_t>((n + 4 * kModelBlock
 unsigned stride_grid(size_t n) {
   return static_cast<unsigned>(std::clamp<size_t>((n + kModelBlock - 1) / kModelBlock, 1, kMaxGrid));
 }
+// A device copy of a host table (range and segment tables set up once per run); returns when the
+// copy is done, so `rows` may go out of scope.
+template <typename T>
+DeviceBuffer upload_table(Context& ctx, const std::vector<T>& rows) {
+  DeviceBuffer b(ctx, rows.size() * sizeof(T));
+  DSKC_CU(cuMemcpyHtoDAsync(b.ptr(), rows.data(), b.bytes(), ctx.stream()));
+  ctx.synchronize();
+  return b;
+}
 }  // namespace
 
 CUdeviceptr CudaBackend::Growable::ensure(Context& ctx, size_t bytes) {
@@ -201,9 +210,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt), dtype_(opt.dtyp
     for (const auto& [off, n] : non_layer_ranges_) r.push_back({vp(grads_.ptr() + off * 4), n, 1, 0});
     for (const auto& l : layers_) r.push_back({vp(l->grads_base()), l->grads_bytes() / eb_, 0, 0});
     sumsq_pending_ranges_ = static_cast<int>(r.size()) - 1;
-    sumsq_ranges_ = DeviceBuffer(*ctx_, r.size() * sizeof(mkp::SumSqRange));
-    DSKC_CU(cuMemcpyHtoDAsync(sumsq_ranges_.ptr(), r.data(), sumsq_ranges_.bytes(), ctx_->stream()));
-    ctx_->synchronize();  // `r` goes out of scope
+    sumsq_ranges_ = upload_table(*ctx_, r);
   }
   partial_slots_ = std::max<size_t>(2 * kPartials, static_cast<size_t>(sumsq_pending_ranges_) * kRangeParts);
   partials_ = DeviceBuffer(*ctx_, (partial_slots_ + 8) * sizeof(double));
@@ -621,8 +628,7 @@ std::vector<mkp::AdamSegment> CudaBackend::optimizer_segments(bool lamb_blocks) 
 void CudaBackend::ensure_adam_segments() {
   if (adam_segments_.bytes() != 0) return;  // the compute copies do not move: one table for the run
   const std::vector<mkp::AdamSegment> segs = optimizer_segments(false);
-  adam_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
-  DSKC_CU(cuMemcpyHtoDAsync(adam_segments_.ptr(), segs.data(), adam_segments_.bytes(), ctx_->stream()));
+  adam_segments_ = upload_table(*ctx_, segs);
   const auto chunks_of = [](uint64_t n) { return (n + kOptChunk - 1) / kOptChunk; };
   // The overlapped form's groups: the same segments, group after group, each group's chunks
   // counted from 0 (its own launch), so every element gets the same block-relative place.
@@ -641,11 +647,8 @@ void CudaBackend::ensure_adam_segments() {
   }
   if (!grouped.empty()) {
     DSKC_ASSERT(grouped.size() == segs.size(), "adam_multi: every tensor in one group");
-    adam_group_segments_ = DeviceBuffer(*ctx_, grouped.size() * sizeof(mkp::AdamSegment));
-    DSKC_CU(cuMemcpyHtoDAsync(adam_group_segments_.ptr(), grouped.data(), adam_group_segments_.bytes(),
-                              ctx_->stream()));
+    adam_group_segments_ = upload_table(*ctx_, grouped);
   }
-  ctx_->synchronize();  // `segs` and `grouped` go out of scope
   adam_chunks_ = static_cast<unsigned>(segs.back().first_chunk + chunks_of(segs.back().n));
   adam_n_segs_ = static_cast<int>(segs.size());
 }
@@ -655,10 +658,8 @@ void CudaBackend::lamb_multi(const OptimizerSettings& s, const UpdateArgs& a) {
   if (lamb_segments_.bytes() == 0) {
     const std::vector<mkp::AdamSegment> segs = optimizer_segments(true);
     lamb_blocks_ = static_cast<unsigned>(segs.back().first_chunk + static_cast<uint64_t>(segs.back().parts));
-    lamb_segments_ = DeviceBuffer(*ctx_, segs.size() * sizeof(mkp::AdamSegment));
-    DSKC_CU(cuMemcpyHtoDAsync(lamb_segments_.ptr(), segs.data(), lamb_segments_.bytes(), ctx_->stream()));
+    lamb_segments_ = upload_table(*ctx_, segs);
     lamb_part_ = DeviceBuffer(*ctx_, (2 * static_cast<size_t>(lamb_blocks_) + segs.size()) * sizeof(double));
-    ctx_->synchronize();  // `segs` goes out of scope
   }
   double* part = reinterpret_cast<double*>(lamb_part_.ptr());
   mkp::LambMulti p{reinterpret_cast<float*>(master_.ptr()),
