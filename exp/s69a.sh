@@ -4,7 +4,7 @@
 # gradient-norm range table); then the Adam and Lamb training profiles (seq 128, micro-batch 64) and
 # compare_torch's side-by-side table, 3 rounds with the graph columns: on an H200 these are the rows
 # the README still owes. On an H100 the table is left out (session 68 has its H100 rows): the training
-# runs check the tidy against session 68's numbers (loss 7.2324, Adam ~1831 seq/s, Lamb ~1750).
+# runs check the tidy against session 68's numbers (Adam ~1831 seq/s; Lamb ~1750, loss 7.2324).
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16 dskc gpu_test_bert_cuda
