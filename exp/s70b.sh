@@ -3,7 +3,7 @@
 # lamb_store_partials tidy of templates/model/params.cuh: both Lamb stage-1 kernels end in one helper)
 # built whole; gpu_test_bert_cuda (multi-tensor vs per-tensor Lamb bitwise reads those partials); the
 # Adam and Lamb training profiles (the Lamb run should end at session 68/69's loss 7.2324, gnorm 2.53);
-# then, on an H200, exp/s70a.sh (the memory flags under compare_torch's and layer_matrix's settings).
+# then exp/s70a.sh (any card) (the memory flags under compare_torch's and layer_matrix's settings).
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16
