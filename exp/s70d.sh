@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Session 70, short call (`bash exp/pack.sh 480 exp/s70d.sh`): exp/lamb_store_partials.patch (both
+# Lamb stage-1 kernels end in one helper, lamb_store_partials) applied and built whole;
+# gpu_test_bert_cuda (multi-tensor vs per-tensor Lamb bitwise reads the stage-1 partials); then the
+# whole `ctest -L gpu` in the time left.
+. "$(dirname "$0")/common.sh"
+gpu_head
+apply_patch exp/lamb_store_partials.patch
+git diff --stat
+build_gpu -j16
+el "gpu_test_bert_cuda"
+gpu_test bert_cuda.log 120 gpu_test_bert_cuda
+ctest_gpu 8 $(( 470 - $(date +%s) + t0 )) 400
+el done
