@@ -326,3 +326,12 @@ train_and_table() {
   rm -rf "$D"
   [ "$1" = 0 ] || compare_r3 "$1"
 }
+# exp/lamb_store_partials.patch (session 70) applied, TARGETS built (none: everything) and
+# gpu_test_bert_cuda run, the only GPU test that runs Lamb: lamb_patch_check [TARGETS...]
+lamb_patch_check() {
+  apply_patch exp/lamb_store_partials.patch
+  git diff --stat
+  build_gpu -j16 "$@"
+  el "gpu_test_bert_cuda"
+  gpu_test bert_cuda.log 120 gpu_test_bert_cuda
+}

@@ -3,13 +3,10 @@
 # exp/lamb_store_partials.patch applied (both Lamb stage-1 kernels end in one helper), built whole;
 # gpu_test_bert_cuda (multi-tensor vs per-tensor Lamb bitwise reads those partials); the
 # Adam and Lamb training profiles (the Lamb run should end at session 68/69's loss 7.2324, gnorm 2.53);
-# then exp/s70a.sh (any card) (the memory flags under compare_torch's and layer_matrix's settings).
+# then exp/s70a.sh on any card (the memory flags under compare_torch's and layer_matrix's settings).
 . "$(dirname "$0")/common.sh"
 gpu_head
-apply_patch exp/lamb_store_partials.patch
-build_gpu -j16
-el "gpu_test_bert_cuda"
-gpu_test bert_cuda.log 120 gpu_test_bert_cuda
+lamb_patch_check
 train_and_table 0
 grep -h "step 40/40" "$OUT"/train_lamb.log | tail -1
 el "exp/s70a.sh"

@@ -5,11 +5,7 @@
 # whole `ctest -L gpu` in the time left.
 . "$(dirname "$0")/common.sh"
 gpu_head
-apply_patch exp/lamb_store_partials.patch
-git diff --stat
-build_gpu -j16
-el "gpu_test_bert_cuda"
-gpu_test bert_cuda.log 120 gpu_test_bert_cuda
+lamb_patch_check
 left=$(( 470 - $(date +%s) + t0 ))
 [ $left -gt 60 ] && ctest_gpu 8 $left 400 || echo "no time left for ctest -L gpu"
 el done

@@ -6,11 +6,7 @@
 # 7.2324 and gradient norm 2.53.
 . "$(dirname "$0")/common.sh"
 gpu_head
-apply_patch exp/lamb_store_partials.patch
-git diff --stat
-build_gpu -j16 dskc gpu_test_bert_cuda
-el "gpu_test_bert_cuda"
-gpu_test bert_cuda.log 120 gpu_test_bert_cuda
+lamb_patch_check dskc gpu_test_bert_cuda
 run_dir s70
 large_train_data "$D"
 lamb_train lamb 128 64 "$D/data"
