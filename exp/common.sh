@@ -326,10 +326,10 @@ train_and_table() {
   rm -rf "$D"
   [ "$1" = 0 ] || compare_r3 "$1"
 }
-# exp/lamb_store_partials.patch (session 70) applied, TARGETS built (none: everything) and
-# gpu_test_bert_cuda run, the only GPU test that runs Lamb: lamb_patch_check [TARGETS...]
+# TARGETS built (none: everything) and gpu_test_bert_cuda run, the only GPU test that runs Lamb:
+# lamb_patch_check [TARGETS...]. Session 70's exp/lamb_store_partials.patch landed in session 71
+# (templates/model/params.cuh), so the s70b/s70d/s70e calls now check main as it is.
 lamb_patch_check() {
-  apply_patch exp/lamb_store_partials.patch
   git diff --stat
   build_gpu -j16 "$@"
   el "gpu_test_bert_cuda"

@@ -601,17 +601,22 @@ __device__ __forceinline__ double lamb_trust(const double* part, int parts, doub
   return trust;
 }
 
+// Lamb stage 1's end: the block's Σ p² and Σ u², stored as partial pair blockIdx.x.
+__device__ __forceinline__ void lamb_store_partials(double* part, double ws, double us) {
+  ws = model_block_sum(ws);
+  us = model_block_sum(us);
+  if (threadIdx.x == 0) {
+    part[2 * blockIdx.x] = ws;
+    part[2 * blockIdx.x + 1] = us;
+  }
+}
+
 // Lamb stage 1: moments, and per-block Σ p² and Σ u² (grid = parts: lamb_stage1_share).
 __device__ __forceinline__ void lamb_stage1_impl(const LambParams& a) {
   double ws = 0.0, us = 0.0;
   lamb_stage1_share<false>(lamb_scalars(a), static_cast<float>(a.wd), a.p, a.g, a.m, a.v, a.n, blockIdx.x, gridDim.x,
                            ws, us);
-  ws = model_block_sum(ws);
-  us = model_block_sum(us);
-  if (threadIdx.x == 0) {
-    a.part[2 * blockIdx.x] = ws;
-    a.part[2 * blockIdx.x + 1] = us;
-  }
+  lamb_store_partials(a.part, ws, us);
 }
 
 // Lamb stage 2: every block adds the partials in the same order (so all agree on the trust
@@ -636,12 +641,7 @@ __device__ __forceinline__ void lamb_multi_stage1_impl(const LambMultiParams& a)
   else
     lamb_stage1_share<false>(c, wd, a.p + s.offset, a.g + s.offset, a.m + s.offset, a.v + s.offset, s.n, q, s.parts,
                              ws, us);
-  ws = model_block_sum(ws);
-  us = model_block_sum(us);
-  if (threadIdx.x == 0) {
-    a.part[2 * blockIdx.x] = ws;
-    a.part[2 * blockIdx.x + 1] = us;
-  }
+  lamb_store_partials(a.part, ws, us);
 }
 
 // One block per tensor: its trust ratio from its stage-1 partials.
