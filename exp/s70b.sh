@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Session 71: the patch landed in templates/model/params.cuh, so this now runs main as it is.)
 # Session 70, first call (`bash exp/pack.sh 590 exp/s70b.sh`; no machine came in session 70): main with
 # exp/lamb_store_partials.patch applied (both Lamb stage-1 kernels end in one helper), built whole;
 # gpu_test_bert_cuda (multi-tensor vs per-tensor Lamb bitwise reads those partials); the

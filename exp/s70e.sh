@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Session 71: the patch landed in templates/model/params.cuh, so this now runs main as it is.)
 # Session 70, the shortest call for exp/lamb_store_partials.patch (`bash exp/pack.sh 230 exp/s70e.sh`):
 # the patch applied, dskc and gpu_test_bert_cuda built; gpu_test_bert_cuda (the only GPU test that runs
 # Lamb: multi-tensor vs per-tensor bitwise, both reading the stage-1 partials the patch's helper stores);
