@@ -327,10 +327,8 @@ train_and_table() {
   [ "$1" = 0 ] || compare_r3 "$1"
 }
 # TARGETS built (none: everything) and gpu_test_bert_cuda run, the only GPU test that runs Lamb:
-# lamb_patch_check [TARGETS...]. Session 70's exp/lamb_store_partials.patch landed in session 71
-# (templates/model/params.cuh), so the s70b/s70d/s70e calls now check main as it is.
-lamb_patch_check() {
-  git diff --stat
+# bert_cuda_check [TARGETS...] (was lamb_patch_check while session 70's Lamb patch lived in exp/).
+bert_cuda_check() {
   build_gpu -j16 "$@"
   el "gpu_test_bert_cuda"
   gpu_test bert_cuda.log 120 gpu_test_bert_cuda

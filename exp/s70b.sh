@@ -7,7 +7,7 @@
 # then exp/s70a.sh on any card (the memory flags under compare_torch's and layer_matrix's settings).
 . "$(dirname "$0")/common.sh"
 gpu_head
-lamb_patch_check
+bert_cuda_check
 train_and_table 0
 grep -h "step 40/40" "$OUT"/train_lamb.log | tail -1
 el "exp/s70a.sh"

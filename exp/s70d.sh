@@ -6,7 +6,7 @@
 # whole `ctest -L gpu` in the time left.
 . "$(dirname "$0")/common.sh"
 gpu_head
-lamb_patch_check
+bert_cuda_check
 left=$(( 470 - $(date +%s) + t0 ))
 [ $left -gt 60 ] && ctest_gpu 8 $left 400 || echo "no time left for ctest -L gpu"
 el done

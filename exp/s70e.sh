@@ -7,7 +7,7 @@
 # 7.2324 and gradient norm 2.53.
 . "$(dirname "$0")/common.sh"
 gpu_head
-lamb_patch_check dskc gpu_test_bert_cuda
+bert_cuda_check dskc gpu_test_bert_cuda
 run_dir s70
 large_train_data "$D"
 lamb_train lamb 128 64 "$D/data"
