@@ -182,12 +182,13 @@ only_on_h200() {
 apply_patch() {
   git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
 }
-# compare_torch.py's side-by-side table, burst, 3 interleaved rounds (medians), into $OUT/compare_wu10_r3.txt,
-# stopped at END seconds after the script's start: compare_r3 END
+# compare_torch.py's side-by-side table, burst, ROUNDS (default 3) interleaved rounds (medians), into
+# $OUT/compare_wu10_rROUNDS.txt, stopped at END seconds after the script's start: compare_r3 END [ROUNDS]
 compare_r3() {
-  el "compare_torch, warm-up 10, 3 rounds"
+  local r=${2:-3}
+  el "compare_torch, warm-up 10, $r rounds"
   timeout $(( $1 - $(date +%s) + t0 )) python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --warmup 10 \
-    --rounds 3 2>&1 | tee "$OUT/compare_wu10_r3.txt" | tail -6
+    --rounds "$r" 2>&1 | tee "$OUT/compare_wu10_r$r.txt" | tail -6
 }
 # BERT-Large seq 128, micro-batch 64, fp16 `dskc train` at accumulation 1 on the bundled corpus, 40
 # steps, the last 20 profiled by phase (log in $OUT/train_TAG.log; prints the step-40 progress line):

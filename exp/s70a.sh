@@ -8,6 +8,8 @@
 # combinations of idle (0 / 3 s) and timed iterations (30 / 50), 3 rounds, and prints every run's
 # total, SM clock and power (CSV columns of `dskc bench --csv`). Session 70: runs on any card (an H100
 # reading says whether the settings matter there too); gpu.txt names the card.
+# Session 72: ran twice on an H100 and once on an H200; no consistent effect of the setting on either
+# card (bench/NOTES.md t13).
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16 dskc

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Session 72, the last short H200 call (`bash exp/pack.sh 220 exp/s72d.sh`): compare_torch's
-# side-by-side table with 2 rounds (warm-up 10), all the device time left allows after a start.
+# Session 72, the last short H200 call (`bash exp/pack.sh 215 exp/s72d.sh`, ran on an H200: bench/NOTES.md
+# t13, the README's H200 "s72" rows): compare_torch's side-by-side table with 2 rounds (warm-up 10), all
+# the device time left allowed after a start.
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16 dskc
-el "compare_torch, warm-up 10, 2 rounds"
-timeout $(( 215 - $(date +%s) + t0 )) python3 bench/compare_torch.py --dskc build-gpu/dskc --ln pre --warmup 10 \
-  --rounds 2 2>&1 | tee "$OUT/compare_wu10_r2.txt" | tail -6
+compare_r3 215 2
 el done
