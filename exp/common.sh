@@ -170,8 +170,6 @@ sass_line() {
   "$cuobj" -sass -fun "$k" "$cubin" > "$f" 2>&1
   echo "$* $k instr $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$f") HGMMA $(grep -c HGMMA "$f") R2UR $(grep -c R2UR "$f") UIADD $(grep -cE 'UIADD|ULEA|UMOV' "$f")"
 }
-# Applies a prepared patch unless the tree has it already; exits the script if it does not apply:
-# apply_patch exp/NAME.patch
 # Stops the script (exit 3, before any build) unless the GPU is an H200, whose numbers the targets are:
 # only_on_h200
 only_on_h200() {
@@ -179,6 +177,8 @@ only_on_h200() {
   echo "card: $gpu"
   case "$gpu" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3 ;; esac
 }
+# Applies a prepared patch unless the tree has it already; exits the script if it does not apply:
+# apply_patch exp/NAME.patch
 apply_patch() {
   git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
 }

@@ -5,8 +5,8 @@
 # shapes, every variant, 3 rounds, with the same-code control row (the last full H200 matrix is session
 # 55's, launched; session 69's graph matrix covered only the memory flags at (16,512)).
 . "$(dirname "$0")/common.sh"
+only_on_h200
 gpu_head
-grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: nothing run"; exit 0; }
 build_gpu -j16 dskc
 compare_r3 300
 el "layer matrix --graph, both shapes, 3 rounds"
