@@ -4,12 +4,16 @@
 # graph 1.155 / 1.361 ms against session 69's 1.149 / 1.309), then the graph-replayed layer matrix at both
 # shapes, every variant, 3 rounds, with the same-code control row (the last full H200 matrix is session
 # 55's, launched; session 69's graph matrix covered only the memory flags at (16,512)).
+# With less device time: bash exp/pack.sh LIMIT exp/s73a.sh [MATRIX_ROUNDS [MATRIX_END [COMPARE_END [COMPARE_ROUNDS]]]]
+# (defaults 3, 550 s, 300 s, 3; MATRIX_ROUNDS 0 leaves the matrix out).
 . "$(dirname "$0")/common.sh"
 only_on_h200
 gpu_head
 build_gpu -j16 dskc
-compare_r3 300
-el "layer matrix --graph, both shapes, 3 rounds"
-timeout $(( 550 - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 3 --graph \
+MR=${1:-3} ME=${2:-550}
+compare_r3 "${3:-300}" "${4:-3}"
+[ "$MR" = 0 ] && exit 0
+el "layer matrix --graph, both shapes, $MR rounds"
+timeout $(( ME - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$MR" --graph \
   2>&1 | tee "$OUT/matrix_graph.txt" | tail -30
 el done
