@@ -10,10 +10,6 @@
 only_on_h200
 gpu_head
 build_gpu -j16 dskc
-MR=${1:-3} ME=${2:-550}
 compare_r3 "${3:-300}" "${4:-3}"
-[ "$MR" = 0 ] && exit 0
-el "layer matrix --graph, both shapes, $MR rounds"
-timeout $(( ME - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$MR" --graph \
-  2>&1 | tee "$OUT/matrix_graph.txt" | tail -30
+[ "${1:-3}" = 0 ] || graph_matrix "${1:-3}" "${2:-550}"
 el done

@@ -5,7 +5,5 @@
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16 dskc
-el "layer matrix --graph, both shapes, ${1:-2} rounds"
-timeout $(( ${2:-290} - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "${1:-2}" \
-  --graph 2>&1 | tee "$OUT/matrix_graph.txt" | tail -30
+graph_matrix "${1:-2}" "${2:-290}"
 el done
