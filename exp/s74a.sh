@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 74: the 9-round A/B of all three memory flags against no flag, replayed from CUDA graphs, both
+# shapes (on an H100 in session 74: +2.2% / +1.6%; bench/NOTES.md t15), then (time allowing, END seconds
+# after the start, default 250) the side-by-side table with 2 rounds on an H200.
+# bash exp/pack.sh LIMIT exp/s74a.sh [END]
+. "$(dirname "$0")/common.sh"
+gpu_head
+build_gpu -j16 dskc
+el "all three flags vs default, --graph, 9 rounds"
+timeout 150 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 9 --graph \
+  --only "fp16 Pre-LN,all three flags" --no-control 2>&1 | tee "$OUT/flags_graph_r9.txt" | tail -6
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then compare_r3 "${1:-250}" 2; fi
+el done
