@@ -182,12 +182,14 @@ only_on_h200() {
 apply_patch() {
   git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
 }
-# The graph-replayed layer matrix (both shapes, every variant, ROUNDS interleaved rounds) into
-# $OUT/matrix_graph.txt, stopped at END seconds after the script's start: graph_matrix ROUNDS END
+# The graph-replayed layer matrix (both shapes, every variant unless ARGS say --only ..., ROUNDS
+# interleaved rounds) into $OUT/LOG (default matrix_graph.txt), stopped at END seconds after the
+# script's start: graph_matrix ROUNDS END [LOG [layer_matrix.py ARGS...]]
 graph_matrix() {
-  el "layer matrix --graph, both shapes, $1 rounds"
-  timeout $(( $2 - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$1" --graph \
-    2>&1 | tee "$OUT/matrix_graph.txt" | tail -30
+  local rounds=$1 end=$2 log=${3:-matrix_graph.txt}; shift 2; shift $(( $# > 0 ? 1 : 0 ))
+  el "layer matrix --graph, both shapes, $rounds rounds $*"
+  timeout $(( end - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" --graph \
+    "$@" 2>&1 | tee "$OUT/$log" | tail -30
 }
 # compare_torch.py's side-by-side table, burst, ROUNDS (default 3) interleaved rounds (medians), into
 # $OUT/compare_wu10_rROUNDS.txt, stopped at END seconds after the script's start: compare_r3 END [ROUNDS]

@@ -6,8 +6,6 @@
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16 dskc
-el "all three flags vs default, --graph, 9 rounds"
-timeout 150 python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 9 --graph \
-  --only "fp16 Pre-LN,all three flags" --no-control 2>&1 | tee "$OUT/flags_graph_r9.txt" | tail -6
+graph_matrix 9 170 flags_graph_r9.txt --only "fp16 Pre-LN,all three flags" --no-control
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then compare_r3 "${1:-250}" 2; fi
 el done
