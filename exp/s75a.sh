@@ -3,8 +3,9 @@
 # off the all-flags step and nothing off the default's). Hypothesis: the early LayerNorm re-run with the
 # keep bits (side stream, 2048 blocks, Philox-bound, 0.045 ms) is dispatched ahead of the main stream's
 # persistent gemm_sm90 data gradient, whose static tile schedule then waits for the whole re-run.
-# exp/regen_priority.patch adds two throwaway switches: DSKC_LAYER_REGEN=early|dgrad|main (where the
-# re-run goes) and DSKC_MAIN_PRIORITY=1 (main stream one priority step above the side stream).
+# exp/regen_priority.patch adds throwaway switches: DSKC_LAYER_REGEN=early|dgrad|main (where the re-run
+# goes), DSKC_MAIN_PRIORITY=1 (main stream one priority step above the side stream) and, since s75b,
+# DSKC_OUTPUT_BIAS_EARLY=0 (not used here).
 # bash exp/pack.sh LIMIT exp/s75a.sh [END]
 . "$(dirname "$0")/common.sh"
 gpu_head
