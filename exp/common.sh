@@ -182,14 +182,25 @@ only_on_h200() {
 apply_patch() {
   git apply --reverse --check "$1" 2>/dev/null || git apply "$1" || { echo "$1 does not apply"; exit 1; }
 }
+# bench/layer_matrix.py with ROUNDS interleaved rounds and ARGS into $OUT/LOG, stopped at END seconds
+# after the script's start (the body of graph_matrix and launched_matrix): matrix_run WHAT ROUNDS END LOG [ARGS...]
+matrix_run() {
+  local what=$1 rounds=$2 end=$3 log=$4; shift 4
+  el "layer matrix $what, $rounds rounds $*"
+  timeout $(( end - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" \
+    "$@" 2>&1 | tee "$OUT/$log" | tail -30
+}
 # The graph-replayed layer matrix (both shapes, every variant unless ARGS say --only ..., ROUNDS
 # interleaved rounds) into $OUT/LOG (default matrix_graph.txt), stopped at END seconds after the
 # script's start: graph_matrix ROUNDS END [LOG [layer_matrix.py ARGS...]]
 graph_matrix() {
   local rounds=$1 end=$2 log=${3:-matrix_graph.txt}; shift 2; shift $(( $# > 0 ? 1 : 0 ))
-  el "layer matrix --graph, both shapes, $rounds rounds $*"
-  timeout $(( end - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" --graph \
-    "$@" 2>&1 | tee "$OUT/$log" | tail -30
+  matrix_run "--graph, both shapes," "$rounds" "$end" "$log" --graph "$@"
+}
+# The same launched by the host every step: launched_matrix ROUNDS END LOG [layer_matrix.py ARGS...]
+launched_matrix() {
+  local rounds=$1 end=$2 log=$3; shift 3
+  matrix_run launched "$rounds" "$end" "$log" "$@"
 }
 # compare_torch.py's side-by-side table, burst, ROUNDS (default 3) interleaved rounds (medians), into
 # $OUT/compare_wu10_rROUNDS.txt, stopped at END seconds after the script's start: compare_r3 END [ROUNDS]

@@ -22,12 +22,11 @@ el "timelines (16,512), launched"
 timeline_all "" "$L512" dflt_512_flags
 timeline_all DSKC_LAYER_REGEN=dgrad "$L512" dgrad_512_flags
 timeline_all DSKC_MAIN_PRIORITY=1 "$L512" prio_512_flags
-el "launched A/B, 7 rounds"
 H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && H200=1
-timeout $(( ${1:-500} - 110 * H200 - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 7 \
+launched_matrix 7 $(( ${1:-500} - 110 * H200 )) regen_r7.txt \
   --only "fp16 Pre-LN,all three flags,flags dgrad,flags main,flags prio,prio" --no-control \
   --env "flags dgrad@all three flags:DSKC_LAYER_REGEN=dgrad" --env "flags main@all three flags:DSKC_LAYER_REGEN=main" \
-  --env "flags prio@all three flags:DSKC_MAIN_PRIORITY=1" --env "prio:DSKC_MAIN_PRIORITY=1" 2>&1 | tee "$OUT/regen_r7.txt" | tail -20
+  --env "flags prio@all three flags:DSKC_MAIN_PRIORITY=1" --env "prio:DSKC_MAIN_PRIORITY=1"
 if [ $H200 = 1 ]; then
   git apply --reverse exp/regen_priority.patch && build_gpu -j16 dskc
   graph_matrix 9 $(( ${1:-500} - 60 )) flags_graph_r9.txt --only "fp16 Pre-LN,all three flags" --no-control

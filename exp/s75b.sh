@@ -13,9 +13,6 @@ unset DSKC_OUTPUT_BIAS_EARLY DSKC_LAYER_REGEN
 V="fp16 Pre-LN,all three flags,flags dgrad,flags main"
 E=(--env "flags dgrad@all three flags:DSKC_LAYER_REGEN=dgrad" --env "flags main@all three flags:DSKC_LAYER_REGEN=main")
 graph_matrix 9 $(( ${1:-400} / 2 )) regen_graph_r9.txt --only "$V" --no-control "${E[@]}"
-el "launched, 9 rounds"
-timeout $(( ${1:-400} - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds 9 \
-  --only "$V,flags dgrad nob" --no-control "${E[@]}" \
-  --env "flags dgrad nob@all three flags:DSKC_LAYER_REGEN=dgrad,DSKC_OUTPUT_BIAS_EARLY=0" 2>&1 \
-  | tee "$OUT/regen_r9.txt" | tail -12
+launched_matrix 9 "${1:-400}" regen_r9.txt --only "$V,flags dgrad nob" --no-control "${E[@]}" \
+  --env "flags dgrad nob@all three flags:DSKC_LAYER_REGEN=dgrad,DSKC_OUTPUT_BIAS_EARLY=0"
 el done
