@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 76: the attention backward above 128 keys in chunks of sequences (DSKC_ATTN_DQ_CHUNK) and the
+# dQ GEMM's heads last first (DSKC_ATTN_DQ_ORDER=reverse): bitwise GPU case, Nsight Compute step lists at
+# (16,512), then wall A/Bs at (16,512) launched and replayed from graphs.
+# bash exp/pack.sh LIMIT exp/s76a.sh [END]   (applies exp/dq_chunks.patch unless the tree has it)
+. "$(dirname "$0")/common.sh"
+gpu_head
+apply_patch exp/dq_chunks.patch
+build_gpu -j16 dskc tests/gpu_test_flash_attention
+el "chunk test"
+gpu_test chunks.txt 200 gpu_test_flash_attention -tc="attention backward in chunks*"
+el "ncu"
+V=("off forward" "off reverse" "4 forward" "4 reverse" "2 forward" "2 reverse" "auto forward")
+for r in 1; do
+  for v in "${V[@]}"; do
+    set -- $v
+    tag=c$1_$2_$r
+    ncu_step "DSKC_ATTN_DQ_CHUNK=$1 DSKC_ATTN_DQ_ORDER=$2" $L512 $tag > /dev/null
+    python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" > "$OUT/k_$tag.txt" 2>&1
+    echo "$tag dkdv $(grep -E ' attn_flash_bwd_dkdv$' "$OUT/k_$tag.txt" | awk '{s += $1; n++} END {printf "%.4f (%d)", s, n}') sum $(tail -1 "$OUT/k_$tag.txt" | awk '{print $1, $4}')"
+    rm -f "$OUT/ncu_$tag.csv"
+  done
+done
+E=(--env "chunk4@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=4" --env "chunk2@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=2"
+   --env "auto@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=auto" --env "rev@fp16 Pre-LN:DSKC_ATTN_DQ_ORDER=reverse" --env "chunk4 rev@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=4,DSKC_ATTN_DQ_ORDER=reverse")
+O="fp16 Pre-LN,chunk4,chunk2,auto,rev,chunk4 rev"
+END=${1:-500}
+launched_matrix 7 $(( END * 65 / 100 )) chunk_r7.txt --shapes 16x512 --only "$O" --no-control "${E[@]}"
+graph_matrix 7 $END chunk_graph_r7.txt --shapes 16x512 --only "$O" --no-control "${E[@]}"
+el done
