@@ -11,15 +11,9 @@ el "chunk test"
 gpu_test chunks.txt 200 gpu_test_flash_attention -tc="attention backward in chunks*"
 el "ncu"
 V=("off forward" "off reverse" "4 forward" "4 reverse" "2 forward" "2 reverse" "auto forward")
-for r in 1; do
-  for v in "${V[@]}"; do
-    set -- $v
-    tag=c$1_$2_$r
-    ncu_step "DSKC_ATTN_DQ_CHUNK=$1 DSKC_ATTN_DQ_ORDER=$2" $L512 $tag > /dev/null
-    python3 exp/ncu_step.py "$OUT/ncu_$tag.csv" > "$OUT/k_$tag.txt" 2>&1
-    echo "$tag dkdv $(grep -E ' attn_flash_bwd_dkdv$' "$OUT/k_$tag.txt" | awk '{s += $1; n++} END {printf "%.4f (%d)", s, n}') sum $(tail -1 "$OUT/k_$tag.txt" | awk '{print $1, $4}')"
-    rm -f "$OUT/ncu_$tag.csv"
-  done
+for v in "${V[@]}"; do
+  set -- $v
+  env_ab 512 c$1_$2 "DSKC_ATTN_DQ_CHUNK=$1 DSKC_ATTN_DQ_ORDER=$2" 1  # kernel lists in $OUT/kernels_*.txt
 done
 E=(--env "chunk4@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=4" --env "chunk2@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=2"
    --env "auto@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=auto" --env "rev@fp16 Pre-LN:DSKC_ATTN_DQ_ORDER=reverse" --env "chunk4 rev@fp16 Pre-LN:DSKC_ATTN_DQ_CHUNK=4,DSKC_ATTN_DQ_ORDER=reverse")
