@@ -20,6 +20,7 @@ import os
 import statistics
 import subprocess
 import tempfile
+import time
 
 BASE = {"hidden_size": 1024, "heads": 16, "intermediate_size": 4096, "attn_dropout_ratio": 0.1,
         "hidden_dropout_ratio": 0.1, "num_hidden_layers": 24, "initializer_range": 0.02, "seed": 42,
@@ -68,6 +69,9 @@ def main():
                          "under these variables")
     ap.add_argument("--graph", action="store_true",
                     help="time every variant's forward and backward replayed from CUDA graphs (dskc bench --graph)")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="seconds for the whole matrix: each shape gets an equal share of what is left and stops "
+                         "starting rounds that would not end within it (its rows give the rounds done)")
     ap.add_argument("--no-control", action="store_true",
                     help="do not run the first variant a second time per round (the same-code control row)")
     args = ap.parse_args()
@@ -91,11 +95,19 @@ def main():
     print(f"| shape | variant | fwd ms | bwd ms | total ms (median of {args.rounds}) | least | spread | "
           f"vs {variants[0][0]} | activation MiB | SM MHz |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for shape in args.shapes.split(","):
+    shapes = args.shapes.split(",")
+    deadline = time.monotonic() + args.time_limit
+    for i_shape, shape in enumerate(shapes):
         b, s = map(int, shape.split("x"))
         runs = {name: [] for name, _, _ in variants}
         errors = {}
-        for _ in range(args.rounds):
+        shape_start = time.monotonic()
+        shape_end = shape_start + (deadline - shape_start) / (len(shapes) - i_shape)
+        for r in range(args.rounds):
+            # --time-limit: a round is started only if one more of the average length ends in time.
+            if args.time_limit and r > 0 and time.monotonic() + (time.monotonic() - shape_start) / r > shape_end:
+                print(f"| {b}x{s} | (time limit: {r} of {args.rounds} rounds) |", flush=True)
+                break
             for name, extra, env in variants:
                 cfg = dict(BASE, batch_size=b, max_seq_length=s, **extra)
                 res, err = run_one(args.dskc, cfg, args.iters, env, args.warmup, args.graph)

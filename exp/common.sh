@@ -186,8 +186,10 @@ apply_patch() {
 # after the script's start (the body of graph_matrix and launched_matrix): matrix_run WHAT ROUNDS END LOG [ARGS...]
 matrix_run() {
   local what=$1 rounds=$2 end=$3 log=$4; shift 4
+  local left=$(( end - $(date +%s) + t0 ))
   el "layer matrix $what, $rounds rounds $*"
-  timeout $(( end - $(date +%s) + t0 )) python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" \
+  # --time-limit: fewer rounds rather than no table when time runs short (the timeout is the backstop).
+  timeout $left python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" --time-limit $(( left - 15 )) \
     "$@" 2>&1 | tee "$OUT/$log" | tail -30
 }
 # The graph-replayed layer matrix (both shapes, every variant unless ARGS say --only ..., ROUNDS
