@@ -105,7 +105,8 @@ def main():
         shape_end = shape_start + (deadline - shape_start) / (len(shapes) - i_shape)
         for r in range(args.rounds):
             # --time-limit: a round is started only if one more of the average length ends in time.
-            if args.time_limit and r > 0 and time.monotonic() + (time.monotonic() - shape_start) / r > shape_end:
+            now = time.monotonic()
+            if args.time_limit and r > 0 and now + (now - shape_start) / r > shape_end:
                 print(f"| {b}x{s} | (time limit: {r} of {args.rounds} rounds) |", flush=True)
                 break
             for name, extra, env in variants:

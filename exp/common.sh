@@ -188,8 +188,9 @@ matrix_run() {
   local what=$1 rounds=$2 end=$3 log=$4; shift 4
   local left=$(( end - $(date +%s) + t0 ))
   el "layer matrix $what, $rounds rounds $*"
-  # --time-limit: fewer rounds rather than no table when time runs short (the timeout is the backstop).
-  timeout $left python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" --time-limit $(( left - 15 )) \
+  # --time-limit: fewer rounds rather than no table when time runs short (the timeout is the backstop;
+  # never 0, which layer_matrix.py reads as no limit).
+  timeout $left python3 bench/layer_matrix.py --dskc build-gpu/dskc --rounds "$rounds" --time-limit $(( left > 30 ? left - 15 : 15 )) \
     "$@" 2>&1 | tee "$OUT/$log" | tail -30
 }
 # The graph-replayed layer matrix (both shapes, every variant unless ARGS say --only ..., ROUNDS
