@@ -149,7 +149,8 @@ static int params_bytes(const std::string& type) {
       {"AttnFlashFwdParams", 64},    {"AttnFlashDotParams", 48},          {"AttnFlashDotBitsParams", 80},
       {"AttnFlashBwdParams", 88},
       {"AttnDropoutBitsParams", 32}, {"GemmSm90Params", 768}, {"WeightTransposeParams", 16},
-      {"AttnFlashBwdWgParams", 896},      {"AttnFlashFwdWgParams", 384}, {"AttnDqConvertParams", 24}};
+      {"AttnFlashBwdWgParams", 896},      {"AttnFlashFwdWgParams", 384}, {"AttnDqConvertParams", 24},
+      {"AttnDqWgParams", 512}};
   auto it = sizes.find(type);
   DSKC_ASSERT(it != sizes.end(), "unknown params struct " + type);
   return it->second;

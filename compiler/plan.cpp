@@ -167,6 +167,20 @@ AttnBwd attn_bwd_from_env() {
                     "(the mma.sync kernel)");
 }
 
+AttnDqGemm attn_dq_gemm_from_env() {
+  return env_choice("DSKC_ATTN_DQ_GEMM", kAttnDqGemmDefault,
+                    {{"cublas", AttnDqGemm::Cublas}, {"wgmma", AttnDqGemm::Wgmma}},
+                    "\"wgmma\" (the default: on Hopper, with the wgmma dK/dV kernel, the dQ GEMM above 128 keys is "
+                    "attn_dq_wgmma, which streams dSᵀ through a TMA ring) or \"cublas\" (cuBLAS's batched GEMM)");
+}
+
+int attn_dq_wgmma_smem_bytes() {
+  // Mirrors AttnDqWgTile (templates/attn_dq_wgmma.cuh): 4 stages of two dSᵀ boxes and one K box (8 KB
+  // each), a barrier per stage.
+  const int stages = 4, box = 64 * 128;
+  return 1024 + stages * 3 * box + 8 * stages;
+}
+
 bool attn_bwd_wgmma_supported(const LayerConfig& c, const std::string& arch) {
   // Head dim 64: 128-byte tile rows; the TMA views' row strides (3H, H, padded S elements) are then
   // multiples of 16 bytes.
@@ -473,6 +487,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   plan.attn_tma_stores =
       (opt.attn_store == AttnStore::FromEnvironment ? attn_store_from_env() : opt.attn_store) == AttnStore::Tma;
   // Read (and validated) whatever the layer; it matters only for the clustered fused-dQ backward.
+  // Read (and validated) whatever the layer; it matters only for the dQ GEMM of the wgmma backward.
+  const AttnDqGemm dq_gemm_src = opt.attn_dq_gemm == AttnDqGemm::FromEnvironment ? attn_dq_gemm_from_env() : opt.attn_dq_gemm;
   const bool persist_src = opt.attn_bwd_persist == AttnBwdPersist::FromEnvironment
                                ? attn_bwd_persist_from_env() != 0
                                : opt.attn_bwd_persist == AttnBwdPersist::On;
@@ -830,6 +846,18 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
         if (persist) k.grid = GridKind::FlashHeads;
         k.smem_check = tile + "::smem_bytes";
         k.grid_constant = true;
+        if (dq_gemm && dq_gemm_src == AttnDqGemm::Wgmma) {
+          plan.attn_dq_wgmma = true;
+          b.flash(Pass::Backward, "attn_dq_wgmma", "AttnDqWgParams", "attn_dq_wgmma_impl<T>", "AttnDqWgTile::kThreads",
+                  128, "AttnDqWgTile::kQueries", 128,
+                  "dQ = dS·K/√d from grad_scores' dSᵀ (TMA ring of 4 stages, warpgroup MMA, 128 queries of one head "
+                  "per block, the heads last-written first; dQ by TMA into grad_qkv)");
+          KernelInfo& q = plan.kernels.back();
+          q.dynamic_smem = attn_dq_wgmma_smem_bytes();
+          q.smem_check = "AttnDqWgTile::smem_bytes";
+          q.grid_constant = true;
+          q.min_blocks = "2";
+        }
         if (dq_reduce)
           b.elementwise(Pass::Backward, "attn_dq_convert", "attn_dq_convert", "AttnDqConvertParams",
                         "attn_dq_convert_impl", H,

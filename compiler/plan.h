@@ -184,6 +184,12 @@ struct LayerPlan {
   // Same outputs and the same determinism; DSKC_ATTN_BWD picks (bench/NOTES.md v20).
   bool attn_bwd_wgmma = false;
   int attn_bwd_wgs = 1;
+  // With attn_dq_gemm and attn_bwd_wgmma (AttnDqGemm::Wgmma, the default; DSKC_ATTN_DQ_GEMM=cublas for
+  // cuBLAS's batched GEMM): dQ = dS·K/√d by
+  // attn_dq_wgmma (templates/attn_dq_wgmma.cuh: one warpgroup per 128 queries of a head, dSᵀ and K by
+  // TMA through a ring of stages, the heads last-written first) instead of cuBLAS's batched GEMM;
+  // deterministic, within rounding of cuBLAS's (another summation order).
+  bool attn_dq_wgmma = false;
   // AttnDq::Fused where it applies (attn_bwd_wgmma, max_seq_length <= 128): the wgmma kernel's
   // warpgroups cover every key of their (batch, head), so it also computes dQ = dS·K/√d (each 64-key
   // half's share, the two added in shared memory in a fixed order) and writes it into grad_qkv: no
@@ -293,6 +299,14 @@ enum class AttnDq {
                     // ring in distributed shared memory (LayerPlan::attn_dq_ring; deterministic; not the
                     // default: slower than the dQ GEMM at (16,512), bench/NOTES.md v45); elsewhere as Gemm
 };
+// Which kernel runs the dQ GEMM of the wgmma attention backward (LayerPlan::attn_dq_wgmma).
+enum class AttnDqGemm {
+  FromEnvironment,  // DSKC_ATTN_DQ_GEMM: unset or "" -> kAttnDqGemmDefault; "cublas", "wgmma"
+  Cublas,           // cuBLAS's batched GEMM over pointer arrays (gemm_attn_dq)
+  Wgmma,            // attn_dq_wgmma (templates/attn_dq_wgmma.cuh): dSᵀ streamed through a TMA ring
+                    // (the default: 9% less dQ time than cuBLAS's at (16,512), bench/NOTES.md v53)
+};
+constexpr AttnDqGemm kAttnDqGemmDefault = AttnDqGemm::Wgmma;  // bench/NOTES.md v53
 // Which kernel computes dK, dV (and dSᵀ) with the dQ GEMM (LayerPlan::attn_bwd_wgmma).
 enum class AttnBwd {
   FromEnvironment,  // DSKC_ATTN_BWD: unset or "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"
@@ -404,6 +418,7 @@ struct PlanOptions {
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
   AttnStore attn_store = AttnStore::FromEnvironment;
   AttnBwdPersist attn_bwd_persist = AttnBwdPersist::FromEnvironment;
+  AttnDqGemm attn_dq_gemm = AttnDqGemm::FromEnvironment;
 };
 
 LayerPlan make_plan(const LayerConfig& cfg, const PlanOptions& opt = {});
@@ -440,6 +455,11 @@ AttnBwd attn_bwd_from_env();
 int attn_bwd_persist_from_env();
 // Dynamic shared memory of the persistent form (FlashWgBwdPersistTile::smem_bytes).
 int flash_wg_bwd_persist_smem_bytes();
+// Reads DSKC_ATTN_DQ_GEMM (unset, "" -> kAttnDqGemmDefault; "cublas", "wgmma"); any other value is an
+// Error(Config) naming the variable.
+AttnDqGemm attn_dq_gemm_from_env();
+// Dynamic shared memory of attn_dq_wgmma (AttnDqWgTile::smem_bytes).
+int attn_dq_wgmma_smem_bytes();
 // Whether a layer's fused attention backward can use the wgmma dK/dV kernel on `arch`.
 bool attn_bwd_wgmma_supported(const LayerConfig& cfg, const std::string& arch);
 // Dynamic shared memory of that kernel with `wgs` math warpgroups (FlashWgBwdTile::smem_bytes).

@@ -115,6 +115,13 @@ struct AttnFlashBwdWg {
   Ptr dqkv;
   int batch, seq;
 };
+// templates/attn_dq_wgmma.cuh (AttnDqWgParams).
+struct AttnDqWg {
+  CUtensorMap ds;        // grad_scores [B·heads][S][padded S] dSᵀ
+  CUtensorMap qkv;       // [B][S][3H]
+  CUtensorMap dqkv_out;  // grad_qkv [B][S][3H]
+  int batch, seq;
+};
 // templates/attn_dq_convert.cuh (AttnDqConvertParams).
 struct AttnDqConvert {
   const float* acc;
@@ -174,6 +181,7 @@ static_assert(sizeof(AttnFlashDotBits) == 80);
 static_assert(sizeof(AttnFlashBwd) == 88);
 static_assert(sizeof(AttnFlashBwdWg) == 896 && offsetof(AttnFlashBwdWg, mask) == 768);
 static_assert(sizeof(AttnDqConvert) == 24);
+static_assert(sizeof(AttnDqWg) == 512 && offsetof(AttnDqWg, batch) == 384);
 static_assert(sizeof(AttnFlashFwdWg) == 384 && offsetof(AttnFlashFwdWg, mask) == 256);
 static_assert(sizeof(AttnDropoutBits) == 32);
 static_assert(sizeof(LayerNormFwd) == 56);

@@ -123,8 +123,8 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   }
   saved_ = DeviceBuffer(ctx_, soff);
   // The fused attention kernels index heads themselves; only the unfused path's batched GEMMs and
-  // the fused path's dQ GEMM take per-head pointer arrays.
-  if (!plan_.fused_attention || plan_.attn_dq_gemm)
+  // the fused path's cuBLAS dQ GEMM take per-head pointer arrays.
+  if (!plan_.fused_attention || (plan_.attn_dq_gemm && !plan_.attn_dq_wgmma))
     ptr_arrays_ = DeviceBuffer(ctx_, sizeof(void*) * kNumArrays * cfg.batch_size * cfg.heads);
   zero_mask_ = DeviceBuffer(ctx_, static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length * eb);
   DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
@@ -284,7 +284,7 @@ void TransformerLayer::prepare_call(int batch, int seq) {
   }
   workspace_ = ctx_.scratch(off);
   // Attention pointer arrays: per (b, h) the row-major bases of Q, K, V, scores, ...
-  if ((!plan_.fused_attention || plan_.attn_dq_gemm) &&
+  if ((!plan_.fused_attention || (plan_.attn_dq_gemm && !plan_.attn_dq_wgmma)) &&
       (arrays_batch_ != batch || arrays_seq_ != seq || arrays_workspace_ != workspace_)) {
     const int H = c.hidden_size, d = c.head_dim(), heads = c.heads, sp = padded_seq(seq);
     const size_t eb = dtype_bytes(c.dtype());
@@ -906,9 +906,20 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
       } else {
         run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       }
-      if (dq_gemm)
+      if (dq_gemm && plan_.attn_dq_wgmma) {
+        // dQ from grad_scores' dSᵀ and K by TMA, into grad_qkv's Q columns by TMA (rows past S clipped).
+        const DType dt = c.dtype();
+        kp::AttnDqWg pq{};
+        pq.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
+        pq.qkv = tma_rows_3d_128b(t("qkv"), dt, 3 * H, seq, batch_, 3 * H, 64);
+        pq.dqkv_out = tma_rows_3d_128b(gq, dt, 3 * H, seq, batch_, 3 * H, 64);
+        pq.batch = batch_;
+        pq.seq = seq;
+        run_kernel("attn_dq_wgmma", &pq, rows);
+      } else if (dq_gemm) {
         gemm_batched("gemm_attn_dq", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK),
                      array(kDQ), n, scale);
+      }
     } else {
       run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       run_kernel("attn_flash_bwd_dq", &pb, rows);

@@ -79,6 +79,16 @@ std::vector<std::string> kernel_names(const LayerPlan& p) {
 
 bool has_kernel(const LayerPlan& p, const std::string& name) { return p.find_kernel(name) != nullptr; }
 
+// The kernels of a wgmma-backward plan with the dQ GEMM, less attn_dq_wgmma (its dQ GEMM, a plan kernel;
+// cuBLAS's batched GEMM, DSKC_ATTN_DQ_GEMM=cublas, is none): what a plan without the dQ GEMM shares with it.
+std::vector<std::string> without_dq_wgmma(const LayerPlan& p) {
+  std::vector<std::string> v = kernel_names(p);
+  REQUIRE(p.attn_dq_wgmma);
+  REQUIRE(std::count(v.begin(), v.end(), "attn_dq_wgmma") == 1);
+  v.erase(std::find(v.begin(), v.end(), "attn_dq_wgmma"));
+  return v;
+}
+
 // Plans with an explicit attention path and dropout-mask source (make_plan(c) alone would honour
 // DSKC_ATTENTION and DSKC_ATTN_MASK).
 LayerPlan fused_plan(const LayerConfig& c, AttnMask mask = AttnMask::Inline) {
@@ -2026,7 +2036,12 @@ TEST_CASE("sm_90 at head dim 64: attn_flash_bwd_dkdv on warpgroup MMA (DSKC_ATTN
     CHECK(w2.attn_bwd_wgmma);
     CHECK(w2.attn_bwd_wgs == 2);
     CHECK_FALSE(s.attn_bwd_wgmma);
-    check_same_schedule(w1, s);  // only attn_flash_bwd_dkdv's code differs
+    // Only attn_flash_bwd_dkdv's code differs, and the dQ GEMM: attn_dq_wgmma after the wgmma kernel
+    // (the mma.sync kernel's stays cuBLAS's).
+    CHECK_FALSE(s.attn_dq_wgmma);
+    CHECK(without_dq_wgmma(w1) == kernel_names(s));
+    CHECK(w1.activation_bytes() == s.activation_bytes());
+    CHECK(w1.workspace_bytes(64, 128) == s.workspace_bytes(64, 128));
     const KernelInfo* k1 = w1.find_kernel("attn_flash_bwd_dkdv");
     const KernelInfo* k2 = w2.find_kernel("attn_flash_bwd_dkdv");
     const KernelInfo* ks = s.find_kernel("attn_flash_bwd_dkdv");
@@ -2158,7 +2173,7 @@ TEST_CASE("DSKC_ATTN_DQ=fused: dQ inside the wgmma dK/dV kernel where its block 
         const bool dot_in = wgs == 1;
         CHECK(f.attn_dot_in_dkdv == dot_in);
         CHECK_FALSE(g.attn_dot_in_dkdv);
-        std::vector<std::string> names = kernel_names(g);
+        std::vector<std::string> names = without_dq_wgmma(g);
         REQUIRE(std::count(names.begin(), names.end(), "attn_flash_bwd_dot") == 1);
         if (dot_in) names.erase(std::find(names.begin(), names.end(), "attn_flash_bwd_dot"));
         CHECK(kernel_names(f) == names);
@@ -2228,11 +2243,12 @@ TEST_CASE("DSKC_ATTN_DQ=ring: from 129 to 512 keys the wgmma dK/dV kernel's clus
       CHECK(r.attn_bwd_wgmma);
       CHECK(r.attn_bwd_wgs == 1);
       CHECK(r.attn_bwd_cluster == blocks);
-      // D from attn_flash_bwd_dot as with the GEMM: the same kernels (no gemm_attn_dq, which is cuBLAS),
-      // the same saved tensors, and no dSᵀ workspace.
+      // D from attn_flash_bwd_dot as with the GEMM: the same kernels but the dQ GEMM's attn_dq_wgmma, the
+      // same saved tensors, and no dSᵀ workspace.
       CHECK_FALSE(r.attn_dot_in_dkdv);
       CHECK_FALSE(g.attn_dq_ring);
-      CHECK(kernel_names(r) == kernel_names(g));
+      CHECK_FALSE(r.attn_dq_wgmma);
+      CHECK(kernel_names(r) == without_dq_wgmma(g));
       CHECK(r.activation_bytes() == g.activation_bytes());
       const int64_t scores = int64_t{c.batch_size} * c.heads * max_seq * padded_seq(max_seq) * dtype_bytes(c.dtype());
       CHECK(g.workspace_bytes(c.batch_size, max_seq) - r.workspace_bytes(c.batch_size, max_seq) == scores);
@@ -2310,9 +2326,10 @@ TEST_CASE("stochastic_mode on Hopper: dQ shares added by TMA reductions when ask
       CHECK(kernel_names(s) == kernel_names(d));
       CHECK_FALSE(d.attn_dq_reduce);
       CHECK_FALSE(g.attn_dq_reduce);
-      // The GEMM plan's kernels, with attn_dq_convert right after the dK/dV kernel; no dSᵀ workspace
-      // but the fp32 accumulator [B, S, H].
-      std::vector<std::string> names = kernel_names(g);
+      // The GEMM plan's kernels (less its attn_dq_wgmma), with attn_dq_convert right after the dK/dV
+      // kernel; no dSᵀ workspace but the fp32 accumulator [B, S, H].
+      CHECK_FALSE(r.attn_dq_wgmma);
+      std::vector<std::string> names = without_dq_wgmma(g);
       const auto dkdv = std::find(names.begin(), names.end(), "attn_flash_bwd_dkdv");
       REQUIRE(dkdv != names.end());
       names.insert(dkdv + 1, "attn_dq_convert");
@@ -2385,6 +2402,115 @@ TEST_CASE("stochastic_mode on Hopper: dQ shares added by TMA reductions when ask
       CHECK(k.spill_bytes == 0);
       CHECK(k.registers <= 255);
     }
+}
+
+TEST_CASE("DSKC_ATTN_DQ_GEMM: above 128 keys the wgmma backward's dQ GEMM is attn_dq_wgmma (default) or cuBLAS's "
+          "batched GEMM") {
+  auto plan_for = [](const LayerConfig& c, int max_seq, AttnDqGemm g, const std::string& arch = "sm_90",
+                     AttnBwd bwd = AttnBwd::Wgmma) {
+    LayerConfig l = c;
+    l.max_seq_length = max_seq;
+    PlanOptions o = fused_options(arch);
+    o.attn_bwd = bwd;
+    o.attn_dq_gemm = g;
+    return make_plan(l, o);
+  };
+  for_each_fused_bert_large([&](const LayerConfig& c) {
+    for (int max_seq : {512, 381, 129, 128, 64}) {
+      CAPTURE(max_seq);
+      const LayerPlan w = plan_for(c, max_seq, AttnDqGemm::Wgmma), b = plan_for(c, max_seq, AttnDqGemm::Cublas);
+      CHECK_FALSE(b.attn_dq_wgmma);
+      // Up to 128 keys the wgmma dK/dV kernel computes dQ itself (no dQ GEMM to replace).
+      CHECK(w.attn_dq_wgmma == (max_seq > 128));
+      CHECK(w.attn_dq_gemm == (max_seq > 128));
+      CHECK(w.attn_dq_gemm == b.attn_dq_gemm);
+      // The same schedule with the kernel right after the dK/dV kernel (cuBLAS's GEMM is not a plan
+      // kernel), the same saved tensors and workspace (dSᵀ in grad_scores either way).
+      std::vector<std::string> names = kernel_names(b);
+      if (max_seq > 128) {
+        const auto dkdv = std::find(names.begin(), names.end(), "attn_flash_bwd_dkdv");
+        REQUIRE(dkdv != names.end());
+        names.insert(dkdv + 1, "attn_dq_wgmma");
+      }
+      CHECK(kernel_names(w) == names);
+      CHECK(w.activation_bytes() == b.activation_bytes());
+      CHECK(w.workspace_bytes(64, 128) == b.workspace_bytes(64, 128));
+      if (max_seq <= 128) continue;
+      const KernelInfo* k = w.find_kernel("attn_dq_wgmma");
+      REQUIRE(k);
+      CHECK(k->op == "attn_dq_wgmma");
+      CHECK(k->params_type == "AttnDqWgParams");
+      CHECK(k->instantiation == "attn_dq_wgmma_impl<T>");
+      CHECK(k->pass == Pass::Backward);
+      CHECK(k->block == 128);
+      CHECK(k->rows_per_block == 128);
+      CHECK(k->grid == GridKind::FlashTiles);
+      CHECK(k->grid_constant);
+      CHECK(k->min_blocks == "2");
+      CHECK(k->dynamic_smem == attn_dq_wgmma_smem_bytes());
+    }
+  });
+  // Four stages of 24 KB: two blocks per SM fit (228 KB, 1 KB reserved per block).
+  CHECK(attn_dq_wgmma_smem_bytes() == 1024 + 4 * 3 * 8192 + 32);
+  CHECK(2 * (attn_dq_wgmma_smem_bytes() + 1024) <= 228 * 1024);
+  // With two warpgroups per dK/dV block the dSᵀ is the same: the kernel runs there too. Where the
+  // wgmma dK/dV kernel does not (the mma.sync kernel, sm_80, head dim 128), cuBLAS's GEMM stays.
+  CHECK(plan_for(bert_large(), 512, AttnDqGemm::Wgmma, "sm_90", AttnBwd::Wgmma2).attn_dq_wgmma);
+  LayerConfig d128 = bert_large();
+  d128.heads = 8;
+  for (const auto& [c, arch, bwd] : {std::tuple{bert_large(), "sm_90", AttnBwd::Sync},
+                                     std::tuple{bert_large(), "sm_80", AttnBwd::Wgmma},
+                                     std::tuple{d128, "sm_90", AttnBwd::Wgmma}}) {
+    CAPTURE(arch);
+    const LayerPlan p = plan_for(c, 512, AttnDqGemm::Wgmma, arch, bwd);
+    CHECK(p.attn_dq_gemm);
+    CHECK_FALSE(p.attn_dq_wgmma);
+    CHECK_FALSE(p.find_kernel("attn_dq_wgmma"));
+  }
+  // The switch: unset or "" is the default (attn_dq_wgmma), anything but the two words an Error(Config).
+  LayerConfig l512 = bert_large();
+  l512.max_seq_length = 512;
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", nullptr);
+    CHECK(attn_dq_gemm_from_env() == kAttnDqGemmDefault);
+    CHECK(kAttnDqGemmDefault == AttnDqGemm::Wgmma);
+    CHECK(make_plan(l512, fused_options("sm_90")).attn_dq_wgmma);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", "cublas");
+    CHECK(attn_dq_gemm_from_env() == AttnDqGemm::Cublas);
+    const LayerPlan p = make_plan(l512, fused_options("sm_90"));
+    CHECK(p.attn_dq_gemm);
+    CHECK_FALSE(p.attn_dq_wgmma);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", "cuBLAS");
+    const std::string e = error_of([] { attn_dq_gemm_from_env(); }, ErrorKind::Config);
+    CHECK(e.find("DSKC_ATTN_DQ_GEMM=cuBLAS: expected \"wgmma\"") != std::string::npos);
+    CHECK_THROWS_AS(make_plan(bert_large(), fused_options("sm_90")), Error);
+  }
+  // The module builds for sm_90a: the transposed-operand wgmmas fed by 3-D TMA loads, dQ stored by
+  // TMA, no spill.
+  LayerConfig c = bert_large();
+  c.max_seq_length = 512;
+  const LayerPlan w = plan_for(c, 512, AttnDqGemm::Wgmma);
+  const BuildResult p = build_module(w, {"sm_90", EmitKind::Ptx, {}}, /*use_cache=*/false);
+  const std::string ptx(p.module.image.begin(), p.module.image.end());
+  const size_t at = ptx.find(".entry attn_dq_wgmma(");
+  REQUIRE(at != std::string::npos);
+  const std::string body = ptx.substr(at, ptx.find(".entry", at + 10) - at);
+  CHECK(body.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16") != std::string::npos);
+  CHECK(body.find("cp.async.bulk.tensor.3d.shared::cluster.global") != std::string::npos);
+  CHECK(body.find("cp.async.bulk.tensor.3d.global.shared::cta") != std::string::npos);
+  const BuildResult cb = build_module(w, {"sm_90", EmitKind::Cubin, {}}, /*use_cache=*/false);
+  bool seen = false;
+  for (const auto& k : cb.module.resources)
+    if (k.name == "attn_dq_wgmma") {
+      seen = true;
+      CHECK(k.spill_bytes == 0);
+      CHECK(k.registers <= 128);  // __launch_bounds__(128, 2): two blocks' registers always fit
+    }
+  CHECK(seen);
 }
 
 TEST_CASE("sm_90 at head dim 64: attn_flash_fwd on warpgroup MMA (DSKC_ATTN_FWD=wgmma, the default; wgmma3; sync)") {
@@ -2626,6 +2752,12 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     red.attn_dq = AttnDq::Reduce;
     const LayerPlan plan_reduce = make_plan(cs, red);
     const std::string module_reduce = emit(plan_reduce).source;
+    // attn_dq_wgmma (sm_90: the wgmma backward's dQ GEMM by dskc's own kernel)
+    PlanOptions dqwg = fused_options("sm_90");
+    dqwg.attn_dq = AttnDq::Gemm;
+    dqwg.attn_dq_gemm = AttnDqGemm::Wgmma;
+    const LayerPlan plan_dq_wgmma = make_plan(with_dtype(c, t), dqwg);
+    const std::string module_dq_wgmma = emit(plan_dq_wgmma).source;
     const std::string module = emit(plan).source, module_unfused = emit(plan_unfused).source,
                       module_stochastic = emit(plan_stochastic).source, module_dq_kernel = emit(plan_dq_kernel).source,
                       module_sm90 = emit(plan_sm90).source, module_fwd_wg = emit(plan_fwd_wg).source;
@@ -2676,10 +2808,15 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_reduce, k.name);
             wrapped.push_back(k.name);
           }
+        for (const auto& k : plan_dq_wgmma.kernels)  // attn_dq_wgmma
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_dq_wgmma, k.name);
+            wrapped.push_back(k.name);
+          }
         // fp32 layers have no fused attention and no gemm_sm90: those templates compile with no
         // kernel instantiating them.
         const bool fp16_only = tpl.path.rfind("attn_flash", 0) == 0 || tpl.path == "attn_dropout_bits.cuh" ||
-                               tpl.path == "attn_dq_convert.cuh" ||
+                               tpl.path == "attn_dq_convert.cuh" || tpl.path == "attn_dq_wgmma.cuh" ||
                                tpl.path == "layernorm_fwd_bits.cuh" ||
                                tpl.path == "gemm_sm90.cuh" || tpl.path == "weight_transpose.cuh";
         CHECK_MESSAGE((!wrapped.empty() || (fp16_only && t == DType::F32)),

@@ -110,6 +110,7 @@ struct Result {
   int bwd_cluster = 0;     // its blocks per cluster
   bool tma_stores = false;  // the plan's attn_tma_stores (the wgmma kernels' outputs by TMA)
   bool bwd_persist = false;  // the plan's attn_bwd_persist (the persistent clustered dK/dV kernel)
+  bool dq_wgmma = false;     // the plan's attn_dq_wgmma (the dQ GEMM by attn_dq_wgmma, not cuBLAS)
 };
 
 // mask_src: DSKC_ATTN_MASK for the layer's plan ("inline" or "kernel"); gemm_autotune: stochastic_mode's
@@ -157,6 +158,7 @@ Result run(Context& ctx, const LayerConfig& c, AttentionPath path, const std::ma
   r.bwd_cluster = layer.plan().attn_bwd_cluster;
   r.tma_stores = layer.plan().attn_tma_stores;
   r.bwd_persist = layer.plan().attn_bwd_persist;
+  r.dq_wgmma = layer.plan().attn_dq_wgmma;
   if (poison) DSKC_CU(cuMemsetD8Async(layer.tensor("grad_qkv"), 0xFF, rows * 3 * H * eb, ctx.stream()));
   layer.backward(dyb.ptr(), dxb.ptr());
   if (layer.plan().attn_keep_bits) {  // after backward: the workspace copy is written there
@@ -1022,4 +1024,108 @@ TEST_CASE("fused dQ around a ring of cluster blocks (DSKC_ATTN_DQ=ring) vs the m
   check_case({"d64-s300-bf16-adc-ring", 2, 320, 300, 256, 4, DType::BF16, false, 0.1, true, true, false, false, "ring"},
              false);
   check_case({"d64-m256-s77-ring", 3, 256, 77, 256, 4, DType::F16, true, 0.1, true, false, false, false, "ring"}, false);
+}
+
+namespace {
+// DSKC_ATTN_DQ_GEMM=wgmma: above 128 keys the wgmma backward's dQ = dS·K/√d by attn_dq_wgmma
+// (templates/attn_dq_wgmma.cuh: dSᵀ and K by TMA through a ring of stages, one warpgroup per 128
+// queries) instead of cuBLAS's batched GEMM, on the same layer and inputs (grad_qkv filled with NaN
+// before the backward, so an element it does not write shows): the forward, the keep bits, dK / dV
+// and every gradient computed before the attention backward are bitwise equal; dQ within a few
+// rounding units of the dtype (the same rounded dSᵀ and K, another fp32 summation order), relative to
+// the qkv gradient's norm, and every gradient computed from it within the same; a second run is
+// bitwise equal to the first (no atomics).
+void check_dq_wgmma_vs_cublas(const Case& k) {
+  if (!selected(k.name)) return;
+  const LayerConfig c = config_of(k);
+  const DType t = c.dtype();
+  const int B = k.batch, S = k.seq, H = c.hidden_size, d = c.head_dim();
+  INFO("case " << k.name << ": DSKC_ATTN_DQ_GEMM=wgmma vs cublas, B=" << B << " S=" << S << " max_seq=" << k.max_seq
+               << " " << dtype_name(t) << " attn_p=" << k.attn_p << (k.adc ? " attn_dropout_checkpoint" : "")
+               << (k.pre_ln ? " Pre-LN" : " Post-LN"));
+  const Progress progress(std::string(k.name) + " attn_dq_wgmma vs cuBLAS");
+  Context ctx;
+  const auto params = rounded_params(c, 15, 83);
+  auto [x, dy, mask] = inputs_of(k, H, t, 16, 17);
+  const auto fused = AttentionPath::FusedWhereSupported;
+  Result a, w[2];
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", "cublas");
+    a = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", true, nullptr, true);
+  }
+  {
+    const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", "wgmma");
+    for (auto& r : w) r = run(ctx, c, fused, params, x, mask, dy, B, S, "inline", true, nullptr, true);
+  }
+  REQUIRE(a.fused);
+  REQUIRE(a.dq_gemm);
+  CHECK_FALSE(a.dq_wgmma);
+  if (!w[0].bwd_wgmma) {
+    MESSAGE(k.name << ": this GPU is not sm_90, the layer keeps the mma.sync kernel and cuBLAS's dQ GEMM");
+    CHECK_FALSE(w[0].dq_wgmma);
+    return;
+  }
+  REQUIRE(w[0].dq_gemm);
+  REQUIRE(w[0].dq_wgmma);
+  CHECK(w[0].out == a.out);
+  CHECK(w[0].ctx == a.ctx);
+  CHECK(w[0].lse == a.lse);
+  CHECK(w[0].bits == a.bits);
+  CHECK(w[1].dqkv == w[0].dqkv);
+  CHECK(w[1].dx == w[0].dx);
+  size_t kv_diff = 0, nonfinite = 0;
+  for (size_t r = 0; r < static_cast<size_t>(B) * S; ++r)
+    for (int col = 0; col < 3 * H; ++col) {
+      const float v = w[0].dqkv[r * 3 * H + col];
+      nonfinite += !std::isfinite(v);
+      if (col >= H) kv_diff += v != a.dqkv[r * 3 * H + col];
+    }
+  CHECK_MESSAGE(nonfinite == 0, nonfinite << " grad_qkv elements not written (NaN poison) or not finite");
+  CHECK_MESSAGE(kv_diff == 0, kv_diff << " dK/dV elements differ from the cuBLAS run's");
+  const double tol = t == DType::BF16 ? 1e-2 : 2e-3;
+  double dqkv_norm = 0;
+  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
+  dqkv_norm = std::sqrt(dqkv_norm);
+  size_t dq_diff = 0;
+  for (size_t r = 0; r < static_cast<size_t>(B) * S; ++r)
+    for (int col = 0; col < H; ++col) dq_diff += w[0].dqkv[r * 3 * H + col] != a.dqkv[r * 3 * H + col];
+  const Diff dq = diff(w[0].dqkv, a.dqkv, B, S, 3 * H, 0, H, d, 0, 0, dqkv_norm);
+  std::printf("  %s attn_dq_wgmma vs cuBLAS: dQ %zu of %zu elements differ, max abs %.3e, rel %.3e (of the qkv "
+              "gradient's norm)\n",
+              k.name, dq_diff, static_cast<size_t>(B) * S * H, dq.max_abs, dq.rel);
+  CHECK_MESSAGE(dq.rel <= tol, "dQ: normwise rel difference " << dq.rel);
+  std::vector<std::string> before{"attn_ow", "attn_ob", "attn_nw",  "attn_nb",
+                                  "inter_w", "inter_b", "output_w", "output_b"};
+  if (!c.pre_layer_norm) before.insert(before.end(), {"norm_w", "norm_b"});
+  const auto dx = dskc_test::compare(w[0].dx, a.dx);
+  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
+  for (const auto& [name, v] : a.grads) {
+    if (std::find(before.begin(), before.end(), name) != before.end()) {
+      CHECK_MESSAGE(w[0].grads.at(name) == v, name << " (computed before the attention backward) differs");
+    } else {
+      const auto e = dskc_test::compare(w[0].grads.at(name), v);
+      CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("dQ by attn_dq_wgmma (DSKC_ATTN_DQ_GEMM=wgmma) vs cuBLAS's batched dQ GEMM, the unfused path and the CPU "
+          "reference") {
+  dskc_test::require_gpu();
+  // Partial query blocks of 128 (S = 509, 200, 129, 100, 1) and full ones (512), partial key blocks,
+  // sequences far below max_seq, masks, dropout on and off, attn_dropout_checkpoint, fp16 and bf16,
+  // Pre- and Post-LN, several heads and batches.
+  const Case cases[] = {
+      {"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true},
+      {"d64-s512-bf16", 2, 512, 512, 256, 4, DType::BF16, true, 0.1, true},
+      {"d64-m512-s100", 2, 512, 100, 256, 4, DType::F16, true, 0.1, true},
+      {"d64-m512-s1", 3, 512, 1, 128, 2, DType::F16, true, 0.1, false},
+      {"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true},
+      {"d64-m192-s129-nodrop", 2, 192, 129, 256, 4, DType::F16, false, 0.0, true},
+  };
+  for (const Case& k : cases) check_dq_wgmma_vs_cublas(k);
+  const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", "wgmma");
+  check_case({"d64-s509-dqwg", 1, 512, 509, 128, 2, DType::F16, true, 0.1, true}, false);
+  check_case({"d64-s300-bf16-adc-dqwg", 2, 320, 300, 256, 4, DType::BF16, false, 0.1, true, true}, false);
 }

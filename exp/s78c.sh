@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 78, after attn_dq_wgmma became the default (v53). By card:
+# on an H200: the owed 9-round A/B of all three memory flags against no flag replayed from CUDA graphs
+# (both shapes), the side-by-side table (2 rounds) and Nsight Compute step lists (default / all flags,
+# both shapes); elsewhere: the dQ GEMM A/B at (16,512) with more rounds (DSKC_ATTN_DQ_GEMM=cublas
+# against the default), launched and replayed.
+# bash exp/pack.sh 560 exp/s78c.sh [FLAGS_END [COMPARE_END]]
+. "$(dirname "$0")/common.sh"
+gpu_head
+build_gpu -j16 dskc
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  graph_matrix 9 "${1:-200}" flags_graph_r9.txt --only "fp16 Pre-LN,all three flags" --no-control
+  compare_r3 "${2:-440}" 2
+  for n in 128 512; do
+    L=$L128; [ $n = 512 ] && L=$L512
+    for fl in def all; do
+      ncu_step "" $L ${fl}_$n $( [ $fl = all ] && echo $FL_ALL )
+      python3 exp/ncu_step.py "$OUT/ncu_${fl}_$n.csv" > "$OUT/kernels_${fl}_$n.txt" 2>&1
+      rm -f "$OUT/ncu_${fl}_$n.csv"
+    done
+  done
+else
+  E=(--env "dq cublas@fp16 Pre-LN:DSKC_ATTN_DQ_GEMM=cublas")
+  launched_matrix 15 150 dq_r15.txt --shapes 16x512 --only "fp16 Pre-LN,dq cublas" --no-control "${E[@]}"
+  graph_matrix 15 300 dq_graph_r15.txt --shapes 16x512 --only "fp16 Pre-LN,dq cublas" --no-control "${E[@]}"
+fi
+el done
