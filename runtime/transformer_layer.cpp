@@ -899,6 +899,11 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
         pw.batch = batch_;
         pw.seq = seq;
         run_kernel("attn_flash_bwd_dkdv", &pw, rows);
+        if (plan_.attn_dq_wgmma) {
+          // dQ from that dSᵀ and K by TMA (the same views), into grad_qkv's Q columns by TMA stores.
+          const kp::AttnDqWg pq{pw.ds, pw.qkv, tma_rows_3d_128b(gq, dt, 3 * H, seq, batch_, 3 * H, 64), batch_, seq};
+          run_kernel("attn_dq_wgmma", &pq, rows);
+        }
         if (dq_reduce) {
           const kp::AttnDqConvert pc{dq_acc, P(gq), rows};
           run_kernel("attn_dq_convert", &pc, rows);
@@ -906,20 +911,9 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
       } else {
         run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       }
-      if (dq_gemm && plan_.attn_dq_wgmma) {
-        // dQ from grad_scores' dSᵀ and K by TMA, into grad_qkv's Q columns by TMA (rows past S clipped).
-        const DType dt = c.dtype();
-        kp::AttnDqWg pq{};
-        pq.ds = tma_rows_3d_128b(t("grad_scores"), dt, sp, seq, batch_ * c.heads, sp, 64);
-        pq.qkv = tma_rows_3d_128b(t("qkv"), dt, 3 * H, seq, batch_, 3 * H, 64);
-        pq.dqkv_out = tma_rows_3d_128b(gq, dt, 3 * H, seq, batch_, 3 * H, 64);
-        pq.batch = batch_;
-        pq.seq = seq;
-        run_kernel("attn_dq_wgmma", &pq, rows);
-      } else if (dq_gemm) {
+      if (dq_gemm && !plan_.attn_dq_wgmma)
         gemm_batched("gemm_attn_dq", {true, false, seq, d, seq, sp, 3 * H, 3 * H}, array(kDScores), array(kK),
                      array(kDQ), n, scale);
-      }
     } else {
       run_kernel("attn_flash_bwd_dkdv", &pb, rows);
       run_kernel("attn_flash_bwd_dq", &pb, rows);
