@@ -486,9 +486,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const AttnFwd fwd_src = opt.attn_fwd == AttnFwd::FromEnvironment ? attn_fwd_from_env() : opt.attn_fwd;
   plan.attn_tma_stores =
       (opt.attn_store == AttnStore::FromEnvironment ? attn_store_from_env() : opt.attn_store) == AttnStore::Tma;
-  // Read (and validated) whatever the layer; it matters only for the clustered fused-dQ backward.
   // Read (and validated) whatever the layer; it matters only for the dQ GEMM of the wgmma backward.
   const AttnDqGemm dq_gemm_src = opt.attn_dq_gemm == AttnDqGemm::FromEnvironment ? attn_dq_gemm_from_env() : opt.attn_dq_gemm;
+  // Read (and validated) whatever the layer; it matters only for the clustered fused-dQ backward.
   const bool persist_src = opt.attn_bwd_persist == AttnBwdPersist::FromEnvironment
                                ? attn_bwd_persist_from_env() != 0
                                : opt.attn_bwd_persist == AttnBwdPersist::On;
