@@ -68,6 +68,19 @@ flash_shard() {
 }
 # All three memory flags, as dskc bench switches.
 FL_ALL="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
+# One step's Nsight Compute kernel list of the default and of all three flags at both shapes, into
+# $OUT/kernels_{def,all}_{128,512}.txt, and each step's sum on one line: ncu_lists
+ncu_lists() {
+  local n L fl
+  for n in 128 512; do
+    L=$L128; [ $n = 512 ] && L=$L512
+    for fl in def all; do
+      ncu_step "" $L ${fl}_$n $( [ $fl = all ] && echo $FL_ALL )
+      python3 exp/ncu_step.py "$OUT/ncu_${fl}_$n.csv" > "$OUT/kernels_${fl}_$n.txt" 2>&1
+      rm -f "$OUT/ncu_${fl}_$n.csv"
+    done
+  done
+}
 # The two-stream timeline's summary line of one all-flags step (full output in $OUT/timeline_TAG.txt):
 # timeline_all "ENV=... ..." LAYER TAG (ENV may be empty).
 timeline_all() {

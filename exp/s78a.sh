@@ -12,13 +12,6 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   graph_matrix 9 "${1:-210}" flags_graph_r9.txt --only "fp16 Pre-LN,all three flags" --no-control
   compare_r3 "${2:-430}" 2
 fi
-for n in 128 512; do
-  L=$L128; [ $n = 512 ] && L=$L512
-  for fl in def all; do
-    el "ncu list $n $fl"
-    ncu_step "" $L ${fl}_$n $( [ $fl = all ] && echo $FL_ALL )
-    python3 exp/ncu_step.py "$OUT/ncu_${fl}_$n.csv" > "$OUT/kernels_${fl}_$n.txt" 2>&1
-    rm -f "$OUT/ncu_${fl}_$n.csv"
-  done
-done
+el "ncu lists"
+ncu_lists
 el done

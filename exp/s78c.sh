@@ -14,14 +14,7 @@ el "GPU case"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   graph_matrix 9 "${1:-230}" flags_graph_r9.txt --only "fp16 Pre-LN,all three flags" --no-control
   compare_r3 "${2:-450}" 2
-  for n in 128 512; do
-    L=$L128; [ $n = 512 ] && L=$L512
-    for fl in def all; do
-      ncu_step "" $L ${fl}_$n $( [ $fl = all ] && echo $FL_ALL )
-      python3 exp/ncu_step.py "$OUT/ncu_${fl}_$n.csv" > "$OUT/kernels_${fl}_$n.txt" 2>&1
-      rm -f "$OUT/ncu_${fl}_$n.csv"
-    done
-  done
+  ncu_lists
 else
   E=(--env "dq cublas@fp16 Pre-LN:DSKC_ATTN_DQ_GEMM=cublas")
   launched_matrix 15 230 dq_r15.txt --shapes 16x512 --only "fp16 Pre-LN,dq cublas" --no-control "${E[@]}"

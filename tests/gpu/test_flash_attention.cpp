@@ -552,6 +552,34 @@ TEST_CASE("fused attention: head dims 16, 48, 80, 96, 128") {
 // gradient equals the default mode's bit for bit. Reduce is stochastic_mode with DSKC_ATTN_DQ=reduce:
 // there both runs use the wgmma dK/dV kernel (the default mode's with the dQ GEMM, stochastic_mode's
 // adding dQ shares by TMA reductions), whose dK/dV code is the same, so the same checks hold.
+// The 2-norm of a gradient (the qkv gradient's: the scale the dQ / dK / dV differences are measured against).
+double norm_of(const std::vector<float>& v) {
+  double n = 0;
+  for (float x : v) n += static_cast<double>(x) * x;
+  return std::sqrt(n);
+}
+
+// Two runs of one layer whose dQ differs by another fp32 summation order (`got` against `want`): the
+// gradients computed before the attention backward (the LayerNorm and FFN parameters, the output
+// projection) bitwise equal; the input gradient and every gradient computed from grad_qkv within `tol`
+// (normwise relative). `from` ends the messages ("from the default mode").
+void check_grads_after_dq(const LayerConfig& c, const Result& got, const Result& want, double tol, const char* from) {
+  std::vector<std::string> before{"attn_ow", "attn_ob", "attn_nw",  "attn_nb",
+                                  "inter_w", "inter_b", "output_w", "output_b"};
+  if (!c.pre_layer_norm) before.insert(before.end(), {"norm_w", "norm_b"});
+  auto close = [&](const std::string& what, const std::vector<float>& g, const std::vector<float>& w) {
+    const auto e = dskc_test::compare(g, w);
+    CHECK_MESSAGE(e.rel <= tol, what << ": normwise rel difference " << e.rel << " " << from);
+  };
+  close("grad_input", got.dx, want.dx);
+  for (const auto& [name, v] : want.grads) {
+    if (std::find(before.begin(), before.end(), name) != before.end())
+      CHECK_MESSAGE(got.grads.at(name) == v, name << " (computed before the attention backward) differs");
+    else
+      close("grad_" + name, got.grads.at(name), v);
+  }
+}
+
 enum class DqVariant { Stochastic, Kernel, StochasticGemm, Reduce };
 void check_dq_vs_default(const Case& k, DqVariant variant) {
   if (!selected(k.name)) return;
@@ -588,13 +616,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
     return;
   }
   const double tol = t == DType::BF16 ? 1e-2 : 2e-3;  // a few units of rounding (fp16 2^-11, bf16 2^-8)
-  double dqkv_norm = 0;
-  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
-  dqkv_norm = std::sqrt(dqkv_norm);
-  // Computed before the attention backward (the LayerNorm and FFN parameters, the output projection).
-  std::vector<std::string> before{"attn_ow", "attn_ob", "attn_nw",  "attn_nb",
-                                  "inter_w", "inter_b", "output_w", "output_b"};
-  if (!c.pre_layer_norm) before.insert(before.end(), {"norm_w", "norm_b"});
+  const double dqkv_norm = norm_of(a.dqkv);
   std::vector<float> first_dqkv;
   for (int run_no = 0; run_no < 2; ++run_no) {
     INFO(other_name << " run " << run_no);
@@ -623,17 +645,7 @@ void check_dq_vs_default(const Case& k, DqVariant variant) {
     std::printf("  %s %s run %d: dQ vs default: max abs %.3e, rel %.3e (of the qkv gradient's norm)\n", k.name,
                 other_name, run_no, dq.max_abs, dq.rel);
     CHECK_MESSAGE(dq.rel <= tol, "dQ: normwise rel difference " << dq.rel);
-    auto close = [&](const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
-      const auto e = dskc_test::compare(got, want);
-      CHECK_MESSAGE(e.rel <= tol, what << ": normwise rel difference " << e.rel << " from the default mode");
-    };
-    close("grad_input", s.dx, a.dx);
-    for (const auto& [name, v] : a.grads) {
-      if (std::find(before.begin(), before.end(), name) != before.end())
-        CHECK_MESSAGE(s.grads.at(name) == v, name << " (computed before the attention backward) differs");
-      else
-        close("grad_" + name, s.grads.at(name), v);
-    }
+    check_grads_after_dq(c, s, a, tol, "from the default mode");
   }
 }
 
@@ -695,9 +707,7 @@ TEST_CASE("stochastic_mode + DSKC_ATTN_DQ=reduce: dQ shares added by TMA reducti
 void check_grads_vs_sync(const Case& k, const Result& a, const Result& w, const Result& w2, const char* label) {
   const int B = k.batch, S = k.seq, H = k.hidden, d = k.hidden / k.heads;
   const double tol = k.dtype == DType::BF16 ? 1e-2 : 2e-3;
-  double dqkv_norm = 0;
-  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
-  dqkv_norm = std::sqrt(dqkv_norm);
+  const double dqkv_norm = norm_of(a.dqkv);
   const char* part[3] = {"dQ", "dK", "dV"};
   for (int p = 0; p < 3; ++p) {
     const Diff e = diff(w.dqkv, a.dqkv, B, S, 3 * H, p * H, H, d, 0, 0, dqkv_norm);
@@ -1002,18 +1012,23 @@ TEST_CASE("persistent clustered attention backward (DSKC_ATTN_BWD_PERSIST) and a
 // max_seq 512: blocks wholly past S that only take part in the barriers, rings of 2 and 1), partial tiles,
 // masks, dropout on and off, attn_dropout_checkpoint, fp16 and bf16, Pre- and Post-LN; with two warpgroups
 // per block (wgmma2) the dQ GEMM stays above 128 keys.
+// Head dim 64 above 128 keys (the ring's and attn_dq_wgmma's cases): partial tiles (S = 509, 200, 129),
+// full ones (512), sequences far below max_seq (100 and 1 at 512), masks, dropout on and off,
+// attn_dropout_checkpoint, fp16 and bf16, Pre- and Post-LN, several heads and batches.
+static const Case kAbove128Cases[] = {
+    {"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true},
+    {"d64-s512-bf16", 2, 512, 512, 256, 4, DType::BF16, true, 0.1, true},
+    {"d64-m512-s100", 2, 512, 100, 256, 4, DType::F16, true, 0.1, true},
+    {"d64-m512-s1", 3, 512, 1, 128, 2, DType::F16, true, 0.1, false},
+    {"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true},
+    {"d64-m192-s129-nodrop", 2, 192, 129, 256, 4, DType::F16, false, 0.0, true},
+};
+
 TEST_CASE("fused dQ around a ring of cluster blocks (DSKC_ATTN_DQ=ring) vs the mma.sync kernel, the unfused path "
           "and the CPU reference; TMA and 4-byte stores bitwise equal") {
   dskc_test::require_gpu();
-  const Case cases[] = {
-      {"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true},
-      {"d64-s512-bf16", 2, 512, 512, 256, 4, DType::BF16, true, 0.1, true},
-      {"d64-m512-s100", 2, 512, 100, 256, 4, DType::F16, true, 0.1, true},
-      {"d64-m512-s1", 3, 512, 1, 128, 2, DType::F16, true, 0.1, false},
-      {"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true},
-      {"d64-m192-s129-nodrop", 2, 192, 129, 256, 4, DType::F16, false, 0.0, true},
-      {"d64-s381", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true},
-  };
+  std::vector<Case> cases(std::begin(kAbove128Cases), std::end(kAbove128Cases));
+  cases.push_back({"d64-s381", 1, 384, 381, 128, 2, DType::F16, true, 0.1, true});
   for (const Case& k : cases) {
     check_wgmma_vs_sync(k, "wgmma", 0, "ring");
     check_tma_vs_rows(k, "wgmma", "ring");
@@ -1083,9 +1098,7 @@ void check_dq_wgmma_vs_cublas(const Case& k) {
   CHECK_MESSAGE(nonfinite == 0, nonfinite << " grad_qkv elements not written (NaN poison) or not finite");
   CHECK_MESSAGE(kv_diff == 0, kv_diff << " dK/dV elements differ from the cuBLAS run's");
   const double tol = t == DType::BF16 ? 1e-2 : 2e-3;
-  double dqkv_norm = 0;
-  for (float v : a.dqkv) dqkv_norm += static_cast<double>(v) * v;
-  dqkv_norm = std::sqrt(dqkv_norm);
+  const double dqkv_norm = norm_of(a.dqkv);
   size_t dq_diff = 0;
   for (size_t r = 0; r < static_cast<size_t>(B) * S; ++r)
     for (int col = 0; col < H; ++col) dq_diff += w[0].dqkv[r * 3 * H + col] != a.dqkv[r * 3 * H + col];
@@ -1094,37 +1107,15 @@ void check_dq_wgmma_vs_cublas(const Case& k) {
               "gradient's norm)\n",
               k.name, dq_diff, static_cast<size_t>(B) * S * H, dq.max_abs, dq.rel);
   CHECK_MESSAGE(dq.rel <= tol, "dQ: normwise rel difference " << dq.rel);
-  std::vector<std::string> before{"attn_ow", "attn_ob", "attn_nw",  "attn_nb",
-                                  "inter_w", "inter_b", "output_w", "output_b"};
-  if (!c.pre_layer_norm) before.insert(before.end(), {"norm_w", "norm_b"});
-  const auto dx = dskc_test::compare(w[0].dx, a.dx);
-  CHECK_MESSAGE(dx.rel <= tol, "grad_input: normwise rel difference " << dx.rel);
-  for (const auto& [name, v] : a.grads) {
-    if (std::find(before.begin(), before.end(), name) != before.end()) {
-      CHECK_MESSAGE(w[0].grads.at(name) == v, name << " (computed before the attention backward) differs");
-    } else {
-      const auto e = dskc_test::compare(w[0].grads.at(name), v);
-      CHECK_MESSAGE(e.rel <= tol, "grad_" << name << ": normwise rel difference " << e.rel);
-    }
-  }
+  check_grads_after_dq(c, w[0], a, tol, "from the cuBLAS run");
 }
 }  // namespace
 
 TEST_CASE("dQ by attn_dq_wgmma (DSKC_ATTN_DQ_GEMM=wgmma) vs cuBLAS's batched dQ GEMM, the unfused path and the CPU "
           "reference") {
   dskc_test::require_gpu();
-  // Partial query blocks of 128 (S = 509, 200, 129, 100, 1) and full ones (512), partial key blocks,
-  // sequences far below max_seq, masks, dropout on and off, attn_dropout_checkpoint, fp16 and bf16,
-  // Pre- and Post-LN, several heads and batches.
-  const Case cases[] = {
-      {"d64-s509", 1, 512, 509, 128, 2, DType::F16, false, 0.3, true},
-      {"d64-s512-bf16", 2, 512, 512, 256, 4, DType::BF16, true, 0.1, true},
-      {"d64-m512-s100", 2, 512, 100, 256, 4, DType::F16, true, 0.1, true},
-      {"d64-m512-s1", 3, 512, 1, 128, 2, DType::F16, true, 0.1, false},
-      {"d64-s200-adc", 2, 256, 200, 256, 4, DType::BF16, true, 0.1, true, true},
-      {"d64-m192-s129-nodrop", 2, 192, 129, 256, 4, DType::F16, false, 0.0, true},
-  };
-  for (const Case& k : cases) check_dq_wgmma_vs_cublas(k);
+  // Partial query blocks of 128 (S = 509, 200, 129, 100, 1) and full ones (512), partial key blocks.
+  for (const Case& k : kAbove128Cases) check_dq_wgmma_vs_cublas(k);
   const dskc_test::ScopedEnv env("DSKC_ATTN_DQ_GEMM", "wgmma");
   check_case({"d64-s509-dqwg", 1, 512, 509, 128, 2, DType::F16, true, 0.1, true}, false);
   check_case({"d64-s300-bf16-adc-dqwg", 2, 320, 300, 256, 4, DType::BF16, false, 0.1, true, true}, false);
