@@ -288,6 +288,13 @@ DgradGemm dgrad_gemm_from_env() {
                     "transposed weights)");
 }
 
+Sm90Weight sm90_weight_from_env() {
+  return env_choice("DSKC_SM90_WEIGHT", kSm90WeightDefault,
+                    {{"in_place", Sm90Weight::InPlace}, {"transpose", Sm90Weight::Transpose}},
+                    "\"in_place\" (the default: the backward's gemm_sm90 data gradients read the weight as stored, "
+                    "N-major) or \"transpose\" (weight_transpose kernels write Wᵀ into the workspace first)");
+}
+
 FfnGemm ffn_gemm_from_env() {
   return env_choice("DSKC_FFN_GEMM", kFfnGemmDefault,
                     {{"cublas", FfnGemm::Cublas}, {"sm90_fwd", FfnGemm::Sm90Forward}, {"sm90", FfnGemm::Sm90}},
@@ -421,9 +428,12 @@ struct Builder {
   // gemm_sm90 (templates/gemm_sm90.cuh): a persistent 384-thread block per SM over 128 x 128 output
   // tiles of the [B·S, cols] product (cols = n: the constant expression n_expr; k_expr the reduction
   // length), with the TMA descriptors in a __grid_constant__ params struct.
+  // b_n_major: B is the weight [k, n] as stored, read N-major (a data gradient dY·W; plan.h
+  // sm90_weight_in_place).
   void gemm_sm90(Pass pass, const std::string& name, const std::string& n_expr, const std::string& k_expr,
-                 const std::string& epi, int cols, const std::string& fuses) {
-    const std::string inst = "gemm_sm90_impl<" + n_expr + ", " + k_expr + ", GemmEpi::" + epi + ">";
+                 const std::string& epi, int cols, const std::string& fuses, bool b_n_major = false) {
+    const std::string inst =
+        "gemm_sm90_impl<" + n_expr + ", " + k_expr + ", GemmEpi::" + epi + (b_n_major ? ", true>" : ">");
     // GemmEpi::regions: three for the backward's GELU′ epilogues (h's two halves and the products),
     // the plan's choice for the forward's GELU ones, two for the others
     const int regions = epi == "kDGelu" || epi == "kDGeluStoreGelu" ? 3
@@ -546,6 +556,13 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const DgradGemm dgrad_src = opt.dgrad_gemm == DgradGemm::FromEnvironment ? dgrad_gemm_from_env() : opt.dgrad_gemm;
   plan.dgrad_gemm_sm90 = train && dgrad_src == DgradGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);
   const bool dgrad = plan.dgrad_gemm_sm90;
+  const Sm90Weight weight_src = opt.sm90_weight == Sm90Weight::FromEnvironment ? sm90_weight_from_env() : opt.sm90_weight;
+  plan.sm90_weight_in_place = (sm90_bwd || dgrad) && weight_src == Sm90Weight::InPlace;
+  const bool w_in_place = plan.sm90_weight_in_place, w_t = (sm90_bwd || dgrad) && !w_in_place;
+  // How a gemm_sm90 data gradient's description names its weight operand.
+  auto weight_b = [&](const std::string& wname) {
+    return w_in_place ? wname + " read N-major as stored" : wname + "ᵀ from " + wname + "_t";
+  };
   const bool inv = c.normalize_invertible;
   // Only where a free workspace tensor serves (normalize_invertible's attn_residual): an own
   // [B, S, H] tensor cost gelu_checkpoint alone up to 5 sequences of the largest micro-batch and
@@ -679,9 +696,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   };
   if (train) {
     const std::string ln_mode_attn = pre ? "kLnAddToDx" : "kLnAddToDy";
-    if (sm90_bwd)
+    if (sm90_bwd && w_t)
       b.transpose("transpose_output_w", "kHidden", "kInter", H, I, "output_wᵀ [I, H] into output_w_t for gemm_output_dgrad");
-    if (dgrad) {
+    if (dgrad && w_t) {
       b.transpose("transpose_inter_w", "kInter", "kHidden", I, H, "inter_wᵀ [H, I] into inter_w_t for gemm_inter_dgrad");
       b.transpose("transpose_attn_ow", "kHidden", "kHidden", H, H,
                   "attn_owᵀ [H, H] into attn_ow_t for gemm_attn_out_dgrad");
@@ -699,9 +716,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (sm90_bwd)
       b.gemm_sm90(Pass::Backward, "gemm_output_dgrad", "kInter", "kHidden",
                   c.gelu_checkpoint ? "kDGeluStoreGelu" : plan.gelu_grad_saved ? "kDGeluSaved" : "kDGelu", I,
-                  "output layer data gradient d_o·output_w (TMA + wgmma, output_wᵀ from output_w_t) ⊙ GELU'(h) (" +
+                  "output layer data gradient d_o·output_w (TMA + wgmma, " + weight_b("output_w") + ") ⊙ GELU'(h) (" +
                       gelu_form + (plan.gelu_grad_saved ? ", saved by the forward" : "") +
-                      ") in the epilogue (inter_b gradient by " + by + ")" + regelu);
+                      ") in the epilogue (inter_b gradient by " + by + ")" + regelu,
+                  w_in_place);
     else if (!plan.gelu_in_gemm && epi)
       b.elementwise(Pass::Backward, "bias_gelu_bwd", "bias_gelu_bwd", "BiasGeluBwdParams",
                     std::string("bias_gelu_bwd_elem_impl<kInter") + (c.gelu_checkpoint ? ", true>" : ">"), I,
@@ -712,7 +730,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
               "GELU backward + inter_b bias-gradient partials" + regelu);
     if (dgrad)
       b.gemm_sm90(Pass::Backward, "gemm_inter_dgrad", "kHidden", "kInter", "kPlain", H,
-                  "intermediate data gradient grad_inter·inter_w (TMA + wgmma, inter_wᵀ from inter_w_t)");
+                  "intermediate data gradient grad_inter·inter_w (TMA + wgmma, " + weight_b("inter_w") + ")", w_in_place);
     // With the bias gradient in cuBLASLt, the attention output's dropout backward (masking only) is
     // folded into this LayerNorm backward, which writes both gradients.
     const bool fold = epi && hid_drop;
@@ -726,7 +744,8 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     if (!fold) dropout_bwd("dropout_bias_grad_attn_out", "dskc_rng::kStreamAttnOutput", "attn_ob");
     if (dgrad)
       b.gemm_sm90(Pass::Backward, "gemm_attn_out_dgrad", "kHidden", "kHidden", "kPlain", H,
-                  "attention output data gradient d_attn_out·attn_ow (TMA + wgmma, attn_owᵀ from attn_ow_t)");
+                  "attention output data gradient d_attn_out·attn_ow (TMA + wgmma, " + weight_b("attn_ow") + ")",
+                  w_in_place);
     if (fused) {
       // dQ by the GEMM (default), inside the wgmma dK/dV kernel where its block covers every key, the
       // per-query-tile kernel, or (stochastic_mode only) atomics in one pass (plan.h, attn_dq_atomic).
@@ -889,7 +908,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
               "dropout_bias_grad_impl<3 * kHidden, false, 0>", 3 * H, "3 * kHidden", "attn_qkvb bias-gradient partials");
     if (dgrad && pre)
       b.gemm_sm90(Pass::Backward, "gemm_qkv_dgrad", "kHidden", "3 * kHidden", "kPlain", H,
-                  "QKV data gradient grad_qkv·attn_qkvw (TMA + wgmma, attn_qkvwᵀ from attn_qkvw_t)");
+                  "QKV data gradient grad_qkv·attn_qkvw (TMA + wgmma, " + weight_b("attn_qkvw") + ")", w_in_place);
     if (pre)  // x̂ from the caller's layer input and the kept mean/rstd, with or without the flag
       b.ln_bwd("layernorm_bwd_norm", "layernorm_bwd_impl<kHidden, false, kLnAddToDx>",
                "LayerNorm(norm_w, norm_b) backward + residual gradient added after + gamma/beta partials");
@@ -983,10 +1002,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
-    if (sm90_bwd)
+    if (sm90_bwd && !plan.sm90_weight_in_place)
       w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,
                    "output_wᵀ, gemm_output_dgrad's K-major B operand (rewritten every backward)"});
-    if (plan.dgrad_gemm_sm90) {
+    if (plan.dgrad_gemm_sm90 && !plan.sm90_weight_in_place) {
       w.push_back({"inter_w_t", "[H, I]", Extent::Fixed, static_cast<int64_t>(H) * I, b.eb,
                    "inter_wᵀ, gemm_inter_dgrad's K-major B operand (rewritten every backward)"});
       w.push_back({"attn_ow_t", "[H, H]", Extent::Fixed, static_cast<int64_t>(H) * H, b.eb,

@@ -231,10 +231,11 @@ struct LayerPlan {
   // fp16/bf16, intermediate_size % 128 == 0 and hidden_size % 64 == 0, bias gradients from cuBLASLt
   // (not partials), either GELU form. ffn_gemm_sm90: gemm_inter_fwd writes h = x·Wᵀ + b into
   // ffn_pre_gelu and GELU(h) into ffn_gelu_out (no bias_gelu_fwd). ffn_gemm_sm90_bwd (only with
-  // it): gemm_output_dgrad, after transpose_output_w writes output_wᵀ into the workspace tensor
-  // output_w_t, writes dh = (dY·W) ⊙ GELU'(h), and under gelu_checkpoint GELU(h) again (no
-  // bias_gelu_bwd). Either replaces gelu_in_gemm's cuBLASLt epilogues. DSKC_FFN_GEMM picks
-  // (bench/NOTES.md v17, v18 have the measurements behind the default).
+  // it): gemm_output_dgrad (reading output_w in place, sm90_weight_in_place, or output_wᵀ that
+  // transpose_output_w writes into the workspace tensor output_w_t first) writes dh = (dY·W) ⊙
+  // GELU'(h), and under gelu_checkpoint GELU(h) again (no bias_gelu_bwd). Either replaces
+  // gelu_in_gemm's cuBLASLt epilogues. DSKC_FFN_GEMM picks (bench/NOTES.md v17, v18 have the
+  // measurements behind the default).
   bool ffn_gemm_sm90 = false;
   bool ffn_gemm_sm90_bwd = false;
   // ffn_gemm_sm90_bwd without gelu_checkpoint (GeluSave::Grad, the default): gemm_inter_fwd keeps
@@ -255,9 +256,16 @@ struct LayerPlan {
   // The backward's data-gradient GEMMs as gemm_sm90 kernels with the plain epilogue (training, sm_90,
   // fp16/bf16, the linear_gemm_sm90 shapes): gemm_inter_dgrad, gemm_attn_out_dgrad and, in Pre-LN,
   // gemm_qkv_dgrad (Post-LN's adds into grad_input: cuBLASLt with beta = 1), instead of cuBLASLt.
-  // gemm_sm90 multiplies by Bᵀ with B K-major, so the backward first writes inter_wᵀ, attn_owᵀ and
-  // attn_qkvwᵀ into the workspace (transpose_* on the side stream). DSKC_DGRAD_GEMM picks.
+  // They read the weights in place (sm90_weight_in_place) or, with DSKC_SM90_WEIGHT=transpose, the
+  // backward first writes inter_wᵀ, attn_owᵀ and attn_qkvwᵀ into the workspace (transpose_* on the
+  // side stream). DSKC_DGRAD_GEMM picks.
   bool dgrad_gemm_sm90 = false;
+  // The backward's gemm_sm90 data gradients dY·W (gemm_output_dgrad, and the dgrad_gemm_sm90 ones) read
+  // the weight W [k, n] as stored: each pipeline stage's B is two [64 k][64 n] TMA boxes that the
+  // wgmmas read N-major (gemm_sm90_impl<…, kBNMajor = true>). Otherwise (Sm90Weight::Transpose)
+  // weight_transpose kernels first write Wᵀ into workspace tensors (*_t) that gemm_sm90 reads K-major.
+  // DSKC_SM90_WEIGHT picks (bench/NOTES.md v54).
+  bool sm90_weight_in_place = false;
 };
 
 // Which attention implementation a plan uses. The fused one needs fp16/bf16, a head dim that is a
@@ -375,9 +383,17 @@ enum class OutputGemm {
 enum class DgradGemm {
   FromEnvironment,  // DSKC_DGRAD_GEMM: unset or "" -> the default below; "cublas", "sm90"
   Cublas,           // cuBLASLt
-  Sm90,             // gemm_sm90 (kPlain) on the transposed weights, where supported
+  Sm90,             // gemm_sm90 (kPlain) on the weights (sm90_weight_in_place) or Wᵀ, where supported
 };
 constexpr DgradGemm kDgradGemmDefault = DgradGemm::Cublas;
+// How the backward's gemm_sm90 data gradients get their weight operand (LayerPlan::sm90_weight_in_place).
+enum class Sm90Weight {
+  FromEnvironment,  // DSKC_SM90_WEIGHT: unset or "" -> the default below; "in_place", "transpose"
+  InPlace,          // W read as stored, N-major by the wgmmas: no transpose kernel, no Wᵀ workspace
+                    // (the default: bitwise the same, the layer 1.9-2.6% faster, bench/NOTES.md v54)
+  Transpose,        // weight_transpose writes Wᵀ first (the form before v54)
+};
+constexpr Sm90Weight kSm90WeightDefault = Sm90Weight::InPlace;  // bench/NOTES.md v54
 // Who runs the forward's QKV, attention-output and output GEMMs (LayerPlan::linear_gemm_sm90).
 enum class LinearGemm {
   FromEnvironment,  // DSKC_LINEAR_GEMM: unset or "" -> the default below; "cublas", "sm90"
@@ -416,6 +432,7 @@ struct PlanOptions {
   AttnBitsBwd attn_bits_bwd = AttnBitsBwd::FromEnvironment;
   OutputGemm output_gemm = OutputGemm::FromEnvironment;
   DgradGemm dgrad_gemm = DgradGemm::FromEnvironment;
+  Sm90Weight sm90_weight = Sm90Weight::FromEnvironment;
   AttnStore attn_store = AttnStore::FromEnvironment;
   AttnBwdPersist attn_bwd_persist = AttnBwdPersist::FromEnvironment;
   AttnDqGemm attn_dq_gemm = AttnDqGemm::FromEnvironment;
@@ -446,6 +463,9 @@ OutputGemm output_gemm_from_env();
 // Reads DSKC_DGRAD_GEMM (unset, "" -> kDgradGemmDefault; "cublas", "sm90"); any other value is an
 // Error(Config) naming the variable.
 DgradGemm dgrad_gemm_from_env();
+// Reads DSKC_SM90_WEIGHT (unset, "" -> kSm90WeightDefault; "in_place", "transpose"); any other value is
+// an Error(Config) naming the variable.
+Sm90Weight sm90_weight_from_env();
 // Reads DSKC_ATTN_BWD (unset, "" -> kAttnBwdDefault; "sync", "wgmma", "wgmma2"); any other value is an
 // Error(Config) naming the variable.
 AttnBwd attn_bwd_from_env();

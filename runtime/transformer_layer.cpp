@@ -386,13 +386,14 @@ void TransformerLayer::gemm_gelu(const char* name, const GemmShape& s, CUdevicep
 }
 
 kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, int n, int k,
-                                                   CUdeviceptr out, CUdeviceptr gelu, CUdeviceptr pre) const {
-  // A [rows, k] and B [n, k] in 128-row boxes of 64 k; the epilogue's [rows, n] tensors (those the
-  // kernel uses: 0 = none) in 64 x 64 boxes.
+                                                   CUdeviceptr out, CUdeviceptr gelu, CUdeviceptr pre,
+                                                   bool b_n_major) const {
+  // A [rows, k] and B [n, k] in 128-row boxes of 64 k (b_n_major: B [k, n] in boxes of 64 k rows x 64
+  // n); the epilogue's [rows, n] tensors (those the kernel uses: 0 = none) in 64 x 64 boxes.
   const DType t = plan_.cfg.dtype();
   kp::GemmSm90 g{};
   g.a = tma_kmajor_128b(a, t, rows, k, k, kGemmSm90BlockM);
-  g.b = tma_kmajor_128b(b, t, n, k, k, kGemmSm90BlockN);
+  g.b = b_n_major ? tma_kmajor_128b(b, t, k, n, n, kGemmSm90BlockK) : tma_kmajor_128b(b, t, n, k, k, kGemmSm90BlockN);
   if (out) g.out = tma_kmajor_128b(out, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (gelu) g.gelu = tma_kmajor_128b(gelu, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (pre) g.pre = tma_kmajor_128b(pre, t, rows, n, n, kGemmSm90EpiBoxRows);
@@ -401,9 +402,9 @@ kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, 
 }
 
 void TransformerLayer::gemm_sm90_linear(const char* name, CUdeviceptr a, CUdeviceptr b, int rows, int n, int k,
-                                        CUdeviceptr out, CUdeviceptr bias) {
+                                        CUdeviceptr out, CUdeviceptr bias, bool b_n_major) {
   main_waits_for(out);
-  kp::GemmSm90 g = gemm_sm90_operands(a, b, rows, n, k, out);
+  kp::GemmSm90 g = gemm_sm90_operands(a, b, rows, n, k, out, 0, 0, b_n_major);
   g.bias = reinterpret_cast<kp::Ptr>(bias);
   run_kernel(name, &g, rows);
 }
@@ -709,24 +710,28 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
     run_kernel("attn_dropout_bits_bwd", &pk, rows, on_side);
     if (on_side) side_done({t("attn_dropout_bits")});
   };
-  // gemm_sm90's output-layer data gradient reads output_wᵀ (K-major): transposed first, on the side
-  // stream while the main stream starts the FFN backward.
-  // (dgrad_gemm_sm90: the other data gradients' weights too, in the order they are needed.)
+  // DSKC_SM90_WEIGHT=transpose: gemm_sm90's output-layer data gradient reads output_wᵀ (K-major),
+  // transposed first, on the side stream while the main stream starts the FFN backward
+  // (dgrad_gemm_sm90: the other data gradients' weights too, in the order they are needed). By
+  // default (sm90_weight_in_place) the GEMMs read the weights as stored.
   auto transpose = [&](const char* kernel, const char* weight, const char* out) {
     kp::WeightTranspose p{P(param(weight)), P(t(out))};
     run_kernel(kernel, &p, rows, true);
     if (side_) side_done({t(out)});
   };
-  if (plan_.ffn_gemm_sm90_bwd) transpose("transpose_output_w", "output_w", "output_w_t");
-  if (plan_.dgrad_gemm_sm90) {
+  const bool w_in_place = plan_.sm90_weight_in_place;
+  if (plan_.ffn_gemm_sm90_bwd && !w_in_place) transpose("transpose_output_w", "output_w", "output_w_t");
+  if (plan_.dgrad_gemm_sm90 && !w_in_place) {
     transpose("transpose_inter_w", "inter_w", "inter_w_t");
     transpose("transpose_attn_ow", "attn_ow", "attn_ow_t");
     if (pre) transpose("transpose_attn_qkvw", "attn_qkvw", "attn_qkvw_t");
   }
-  // A data gradient dY·W: gemm_sm90 on Wᵀ (written above) or cuBLASLt.
+  // A data gradient dY·W: gemm_sm90 on W as stored or on Wᵀ (written above), or cuBLASLt.
   auto dgrad = [&](const char* name, CUdeviceptr dy, const char* weight, const char* weight_t, int n, int k,
                    CUdeviceptr out) {
-    if (plan_.dgrad_gemm_sm90) {
+    if (plan_.dgrad_gemm_sm90 && w_in_place) {
+      gemm_sm90_linear(name, dy, param(weight), rows, n, k, out, 0, true);
+    } else if (plan_.dgrad_gemm_sm90) {
       main_waits_for(t(weight_t));
       gemm_sm90_linear(name, dy, t(weight_t), rows, n, k, out);
     } else {
@@ -790,12 +795,12 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
   if (plan_.ffn_gemm_sm90_bwd) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu) (+ GELU(h) into ffn_gelu_out under gelu_checkpoint),
     // or ⊙ the saved ffn_gelu_grad
-    main_waits_for(t("output_w_t"));
+    if (!w_in_place) main_waits_for(t("output_w_t"));
     main_waits_for(gi);
     if (c.gelu_checkpoint) main_waits_for(t("ffn_gelu_out"));
-    kp::GemmSm90 g = gemm_sm90_operands(d_o, t("output_w_t"), rows, I, H, gi,
+    kp::GemmSm90 g = gemm_sm90_operands(d_o, w_in_place ? param("output_w") : t("output_w_t"), rows, I, H, gi,
                                         c.gelu_checkpoint ? t("ffn_gelu_out") : 0,
-                                        t(plan_.gelu_grad_saved ? "ffn_gelu_grad" : "ffn_pre_gelu"));
+                                        t(plan_.gelu_grad_saved ? "ffn_gelu_grad" : "ffn_pre_gelu"), w_in_place);
     run_kernel("gemm_output_dgrad", &g, rows);
   } else if (plan_.gelu_in_gemm) {
     // gi = (d_o · output_w) ⊙ GELU'(ffn_pre_gelu): the DGELU epilogue

@@ -185,13 +185,15 @@ class TransformerLayer : public GpuLayer {
   GraphExec fwd_graph_, bwd_graph_;
   std::set<std::pair<int, int>> fwd_warm_, bwd_warm_;  // (batch, seq) that ran once without a capture
   size_t graph_launches_ = 0, graph_updates_ = 0;
-  // gemm_sm90's params for C [rows, n] = A [rows, k] · B [n, k]ᵀ (both K-major) with the TMA
-  // descriptors of A, B and the epilogue's [rows, n] tensors (0: not used) set.
+  // gemm_sm90's params for C [rows, n] = A [rows, k] · B [n, k]ᵀ (both K-major; b_n_major: C = A · B
+  // with B [k, n] as stored, for a kernel planned with kBNMajor) with the TMA descriptors of A, B and
+  // the epilogue's [rows, n] tensors (0: not used) set.
   kp::GemmSm90 gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, int rows, int n, int k, CUdeviceptr out,
-                                  CUdeviceptr gelu = 0, CUdeviceptr pre = 0) const;
-  // A forward linear GEMM as a gemm_sm90 kernel (plan_.linear_gemm_sm90): out = A·Bᵀ (+ bias).
+                                  CUdeviceptr gelu = 0, CUdeviceptr pre = 0, bool b_n_major = false) const;
+  // A linear GEMM as a gemm_sm90 kernel with a plain epilogue (plan_.linear_gemm_sm90's forward ones:
+  // out = A·Bᵀ (+ bias); plan_.dgrad_gemm_sm90's data gradients: the same, or out = A·B with b_n_major).
   void gemm_sm90_linear(const char* name, CUdeviceptr a, CUdeviceptr b, int rows, int n, int k, CUdeviceptr out,
-                        CUdeviceptr bias = 0);
+                        CUdeviceptr bias = 0, bool b_n_major = false);
   // A weight-gradient GEMM: on the side stream when side_, else as gemm().
   // (bias_grad with plan_.bias_grad_gemv: its column sum first, as bias_sum.)
   void gemm_side(const char* name, const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,

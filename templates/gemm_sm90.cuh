@@ -18,8 +18,10 @@
 //                   the FFN output drawn as bias_dropout_residual_fwd does (the product rounded to T
 //                   first, then the same fp32 arithmetic: bitwise the same layer output)
 // A is [m, kK] and B [kN, kK], both row-major (K contiguous): C = A·Bᵀ is the layout of
-// x·Wᵀ with W = [out, in] as stored; the data gradients dY·W take the transposed weight
-// (templates/weight_transpose.cuh). The product (+ bias) is rounded to T once, and the GELU is the
+// x·Wᵀ with W = [out, in] as stored. The data gradients dY·W read W = [kK, kN] as stored (kBNMajor:
+// each stage's B is two [64 k][64 n] TMA boxes, which the wgmmas read N-major, imm-tnsp-b = 1;
+// DSKC_SM90_WEIGHT=in_place, the default) or take Wᵀ that templates/weight_transpose.cuh wrote first
+// (DSKC_SM90_WEIGHT=transpose; bitwise the same products, bench/NOTES.md v54). The product (+ bias) is rounded to T once, and the GELU is the
 // same device function of that rounded value as on the cuBLASLt + bias_gelu path (common/gelu.cuh).
 // GELU' is common/gelu.cuh's gelu_and_grad of that value, rounded to T before it multiplies the
 // rounded product (dh = round(round(dY·W) · round(GELU'(h)))), in every GELU' epilogue alike: so
@@ -110,7 +112,7 @@ static_assert(kGemmGeluRegions == 2 || kGemmGeluRegions == 3, "gemm_sm90: 2 or 3
 
 struct GemmSm90Params {
   sm90::TmaDescriptor a;     // A [m, kK], box kBlockK x kBlockM
-  sm90::TmaDescriptor b;     // B [kN, kK], box kBlockK x kBlockN
+  sm90::TmaDescriptor b;     // B [kN, kK], box kBlockK x kBlockN; kBNMajor: [kK, kN], box 64 (n) x kBlockK
   sm90::TmaDescriptor out;   // [m, kN] h (kBiasGelu), GELU'(h) (kBiasGeluSaveGrad), dh (kDGelu*) or C
                              // (kBias, kPlain), 64 x 64 boxes (stores)
   sm90::TmaDescriptor gelu;  // [m, kN] GELU(h) (kBiasGelu*, kDGeluStoreGelu), 64 x 64 boxes (stores)
@@ -157,7 +159,7 @@ __device__ __forceinline__ uint32_t frag_addr(uint32_t region, int w, int l, int
 }
 }  // namespace gemm_detail
 
-template <int kN, int kK, int kEpi>
+template <int kN, int kK, int kEpi, bool kBNMajor = false>
 __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
 #if DSKC_SM90A
   using G = GemmSm90Tile;
@@ -214,7 +216,12 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
           sm90::mbar_wait(empty(stage), phase ^ 1u);
           sm90::mbar_arrive_expect_tx(full(stage), G::kABytes + G::kBBytes);
           sm90::tma_load_2d(s_a + stage * G::kABytes, &p.a, full(stage), kb * G::kBlockK, m0);
-          sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), kb * G::kBlockK, n0);
+          if constexpr (kBNMajor) {  // rows kb·64.. of W [kK, kN], columns n0.. in two 64-wide boxes
+            sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), n0, kb * G::kBlockK);
+            sm90::tma_load_2d(s_b + stage * G::kBBytes + G::kBBytes / 2, &p.b, full(stage), n0 + 64, kb * G::kBlockK);
+          } else {
+            sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), kb * G::kBlockK, n0);
+          }
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
@@ -276,12 +283,14 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
       sm90::mbar_wait(full(stage), phase);
       sm90::wgmma_fence();
       const uint64_t da = sm90::wgmma_desc_k128(s_a + stage * G::kABytes);
-      const uint64_t db = sm90::wgmma_desc_k128(s_b + stage * G::kBBytes);
+      // B N-major: the two 64-column boxes 8 KB apart (LBO), a k16 step is 16 of its 128-byte rows.
+      const uint64_t db = kBNMajor ? sm90::wgmma_desc_mn128(s_b + stage * G::kBBytes, G::kBBytes / 2)
+                                   : sm90::wgmma_desc_k128(s_b + stage * G::kBBytes);
 #pragma unroll
       for (int k = 0; k < G::kBlockK / 16; ++k) {
-        const uint64_t dbk = sm90::wgmma_desc_advance(db, 32 * k);
-        sm90::wgmma_m64n128k16<T>(acc0, sm90::wgmma_desc_advance(da, 32 * k), dbk);
-        sm90::wgmma_m64n128k16<T>(acc1, sm90::wgmma_desc_advance(da, 64 * 128 + 32 * k), dbk);
+        const uint64_t dbk = sm90::wgmma_desc_advance(db, kBNMajor ? 16 * 128 * k : 32 * k);
+        sm90::wgmma_m64n128k16<T, kBNMajor>(acc0, sm90::wgmma_desc_advance(da, 32 * k), dbk);
+        sm90::wgmma_m64n128k16<T, kBNMajor>(acc1, sm90::wgmma_desc_advance(da, 64 * 128 + 32 * k), dbk);
       }
       sm90::wgmma_commit();
       if constexpr (kLoadsPre) {

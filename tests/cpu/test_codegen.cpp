@@ -109,12 +109,13 @@ PlanOptions fused_options(const std::string& arch) {
 // The plan for an sm_90 target, whose FFN GELU GEMMs are gemm_sm90 kernels where the layer allows
 // (and with LinearGemm::Sm90 the forward's other linear GEMMs too).
 LayerPlan sm90_plan(const LayerConfig& c, FfnGemm ffn = FfnGemm::Sm90, LinearGemm lin = LinearGemm::Cublas,
-                    GeluSave save = GeluSave::Grad) {
+                    GeluSave save = GeluSave::Grad, Sm90Weight weight = Sm90Weight::InPlace) {
   PlanOptions o = fused_options("sm_90");
   o.attn_mask = AttnMask::Inline;
   o.ffn_gemm = ffn;
   o.linear_gemm = lin;
   o.gelu_save = save;
+  o.sm90_weight = weight;
   return make_plan(c, o);
 }
 
@@ -1347,31 +1348,39 @@ TEST_CASE("DSKC_OUTPUT_GEMM=fused: the output GEMM's epilogue adds output_b, the
 }
 
 // DSKC_DGRAD_GEMM=sm90: in training on sm_90 the intermediate, attention-output and (Pre-LN) QKV data
-// gradients are gemm_sm90 kPlain kernels on transposed weights (three weight_transpose launches, three
-// workspace tensors; the activations unchanged); Post-LN's QKV data gradient, inference, cuBLASLt-only
-// targets and fp32 keep cuBLASLt; the default is cuBLASLt.
-TEST_CASE("DSKC_DGRAD_GEMM=sm90 plans the data gradients as gemm_sm90 kernels on transposed weights") {
-  auto plan = [](LayerConfig c, DgradGemm dg, const char* arch = "sm_90") {
+// gradients are gemm_sm90 kPlain kernels on the weights as stored (read N-major: kBNMajor, no
+// transpose, no workspace; the default DSKC_SM90_WEIGHT=in_place) or, with DSKC_SM90_WEIGHT=transpose,
+// on transposed weights (three weight_transpose launches, three workspace tensors); the activations
+// unchanged; Post-LN's QKV data gradient, inference, cuBLASLt-only targets and fp32 keep cuBLASLt; the
+// default is cuBLASLt.
+TEST_CASE("DSKC_DGRAD_GEMM=sm90 plans the data gradients as gemm_sm90 kernels on the weights as stored or transposed") {
+  auto plan = [](LayerConfig c, DgradGemm dg, const char* arch = "sm_90", Sm90Weight w = Sm90Weight::InPlace) {
     PlanOptions o{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
     o.arch = arch;
     o.dgrad_gemm = dg;
+    o.sm90_weight = w;
     return make_plan(c, o);
   };
   for (DType t : {DType::F16, DType::BF16}) {
     CAPTURE(dtype_name(t));
     const LayerConfig c = with_dtype(bert_large(), t);
-    const LayerPlan g = plan(c, DgradGemm::Sm90), cb = plan(c, DgradGemm::Cublas);
+    const LayerPlan g = plan(c, DgradGemm::Sm90), cb = plan(c, DgradGemm::Cublas),
+                    gt = plan(c, DgradGemm::Sm90, "sm_90", Sm90Weight::Transpose),
+                    cbt = plan(c, DgradGemm::Cublas, "sm_90", Sm90Weight::Transpose);  // (output_w transposed too)
     CHECK(g.dgrad_gemm_sm90);
+    CHECK(gt.dgrad_gemm_sm90);
+    CHECK(g.sm90_weight_in_place);
+    CHECK_FALSE(gt.sm90_weight_in_place);
     CHECK_FALSE(cb.dgrad_gemm_sm90);
     const struct {
       const char *gemm, *inst, *transpose, *tinst, *tensor;
       int64_t elems;
     } want[] = {
-        {"gemm_inter_dgrad", "gemm_sm90_impl<kHidden, kInter, GemmEpi::kPlain>", "transpose_inter_w",
+        {"gemm_inter_dgrad", "gemm_sm90_impl<kHidden, kInter, GemmEpi::kPlain", "transpose_inter_w",
          "weight_transpose_impl<kInter, kHidden>", "inter_w_t", 1024 * 4096},
-        {"gemm_attn_out_dgrad", "gemm_sm90_impl<kHidden, kHidden, GemmEpi::kPlain>", "transpose_attn_ow",
+        {"gemm_attn_out_dgrad", "gemm_sm90_impl<kHidden, kHidden, GemmEpi::kPlain", "transpose_attn_ow",
          "weight_transpose_impl<kHidden, kHidden>", "attn_ow_t", 1024 * 1024},
-        {"gemm_qkv_dgrad", "gemm_sm90_impl<kHidden, 3 * kHidden, GemmEpi::kPlain>", "transpose_attn_qkvw",
+        {"gemm_qkv_dgrad", "gemm_sm90_impl<kHidden, 3 * kHidden, GemmEpi::kPlain", "transpose_attn_qkvw",
          "weight_transpose_impl<3 * kHidden, kHidden>", "attn_qkvw_t", 3 * 1024 * 1024},
     };
     int64_t extra = 0;
@@ -1379,30 +1388,37 @@ TEST_CASE("DSKC_DGRAD_GEMM=sm90 plans the data gradients as gemm_sm90 kernels on
       CAPTURE(w.gemm);
       const KernelInfo* k = g.find_kernel(w.gemm);
       REQUIRE(k);
-      CHECK(k->instantiation == w.inst);
+      CHECK(k->instantiation == std::string(w.inst) + ", true>");
       CHECK(k->pass == Pass::Backward);
+      CHECK(gt.find_kernel(w.gemm)->instantiation == std::string(w.inst) + ">");
       CHECK_FALSE(has_kernel(cb, w.gemm));
-      const KernelInfo* tr = g.find_kernel(w.transpose);
+      CHECK_FALSE(has_kernel(g, w.transpose));
+      const KernelInfo* tr = gt.find_kernel(w.transpose);
       REQUIRE(tr);
       CHECK(tr->instantiation == w.tinst);
       // grid: (cols / 64, rows / 64) tiles of the weight [rows, cols]
       CHECK(static_cast<int64_t>(tr->grid_x) * tr->grid_y * 64 * 64 == w.elems);
       bool found = false;
-      for (const auto& ws : g.workspace)
+      for (const auto& ws : gt.workspace)
         if (ws.name == w.tensor) found = ws.bytes(64, 128) == w.elems * 2;
       CHECK(found);
+      for (const auto& ws : g.workspace) CHECK(ws.name != w.tensor);
       extra += w.elems * 2;
     }
-    CHECK(kernel_names(g).size() == kernel_names(cb).size() + 6);
+    CHECK(kernel_names(g).size() == kernel_names(cb).size() + 3);
+    CHECK(kernel_names(gt).size() == kernel_names(cbt).size() + 6);
     CHECK(g.activation_bytes(64, 128) == cb.activation_bytes(64, 128));
-    CHECK(g.workspace_bytes(64, 128) == cb.workspace_bytes(64, 128) + extra);
-    const std::string src = emit(g).source;
+    CHECK(gt.activation_bytes(64, 128) == cb.activation_bytes(64, 128));
+    CHECK(g.workspace_bytes(64, 128) == cb.workspace_bytes(64, 128));
+    CHECK(gt.workspace_bytes(64, 128) == cbt.workspace_bytes(64, 128) + extra);
+    CHECK(emit(g).source.find("gemm_sm90_impl<kHidden, 3 * kHidden, GemmEpi::kPlain, true>(p);") != std::string::npos);
+    const std::string src = emit(gt).source;
     CHECK(src.find("gemm_sm90_impl<kHidden, 3 * kHidden, GemmEpi::kPlain>(p);") != std::string::npos);
     CHECK(src.find("weight_transpose_impl<kInter, kHidden>(p);") != std::string::npos);
     // Post-LN: no QKV transpose or gemm_sm90 QKV data gradient (it accumulates into grad_input in cuBLASLt).
     LayerConfig post = c;
     post.pre_layer_norm = false;
-    const LayerPlan gp = plan(post, DgradGemm::Sm90);
+    const LayerPlan gp = plan(post, DgradGemm::Sm90, "sm_90", Sm90Weight::Transpose);
     CHECK(gp.dgrad_gemm_sm90);
     CHECK(has_kernel(gp, "gemm_inter_dgrad"));
     CHECK_FALSE(has_kernel(gp, "gemm_qkv_dgrad"));
@@ -1411,6 +1427,7 @@ TEST_CASE("DSKC_DGRAD_GEMM=sm90 plans the data gradients as gemm_sm90 kernels on
     LayerConfig infer = c;
     infer.training = false;
     CHECK_FALSE(plan(infer, DgradGemm::Sm90).dgrad_gemm_sm90);
+    CHECK_FALSE(plan(infer, DgradGemm::Sm90).sm90_weight_in_place);
     CHECK_FALSE(plan(c, DgradGemm::Sm90, "sm_80").dgrad_gemm_sm90);
   }
   CHECK_FALSE(plan(with_dtype(bert_large(), DType::F32), DgradGemm::Sm90).dgrad_gemm_sm90);
@@ -1429,6 +1446,25 @@ TEST_CASE("DSKC_DGRAD_GEMM=sm90 plans the data gradients as gemm_sm90 kernels on
   }
   for (const char* bad : {"Sm90", "cublasLt", "sm90 "})
     check_env_error("DSKC_DGRAD_GEMM", bad, "cublas", "sm90", [] { dgrad_gemm_from_env(); });
+  // DSKC_SM90_WEIGHT: unset or "" is the default (kSm90WeightDefault); "in_place" reads the weights as
+  // stored, "transpose" has the weight_transpose kernels write Wᵀ first.
+  for (const char* v : {static_cast<const char*>(nullptr), ""}) {
+    const dskc_test::ScopedEnv a("DSKC_SM90_WEIGHT", v);
+    CHECK(sm90_weight_from_env() == kSm90WeightDefault);
+    CHECK(sm90_plan(bert_large(), FfnGemm::Sm90, LinearGemm::Cublas, GeluSave::Grad, Sm90Weight::FromEnvironment)
+              .sm90_weight_in_place == (kSm90WeightDefault == Sm90Weight::InPlace));
+  }
+  for (const char* v : {"in_place", "transpose"}) {
+    const dskc_test::ScopedEnv a("DSKC_SM90_WEIGHT", v);
+    const bool in_place = std::string(v) == "in_place";
+    CHECK(sm90_weight_from_env() == (in_place ? Sm90Weight::InPlace : Sm90Weight::Transpose));
+    const LayerPlan p =
+        sm90_plan(bert_large(), FfnGemm::Sm90, LinearGemm::Cublas, GeluSave::Grad, Sm90Weight::FromEnvironment);
+    CHECK(p.sm90_weight_in_place == in_place);
+    CHECK(has_kernel(p, "transpose_output_w") == !in_place);
+  }
+  for (const char* bad : {"inplace", "Transpose", "in_place "})
+    check_env_error("DSKC_SM90_WEIGHT", bad, "in_place", "transpose", [] { sm90_weight_from_env(); });
 }
 
 TEST_CASE("attn_flash_fwd: one K/V buffer by default; DSKC_ATTN_FWD_STAGES=2 double-buffers where two fit in 48 KB") {
@@ -1555,11 +1591,12 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     for (const char* k : {"bias_gelu_fwd", "bias_gelu_bwd"}) CHECK_FALSE(has_kernel(g, k));
     CHECK(has_kernel(cu, "bias_gelu_fwd") == !tanh);
     const std::vector<std::string> names = kernel_names(g);
-    // Launch order: forward GEMM after the attention LayerNorm, then backward transposes output_w
-    // first and runs the data gradient where bias_gelu_bwd ran.
+    // Launch order: forward GEMM after the attention LayerNorm, then the backward runs the data
+    // gradient where bias_gelu_bwd ran (on output_w as stored, Sm90Weight::InPlace: no transpose).
     auto at = [&](const char* n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
     CHECK(at("gemm_inter_fwd") == at("bias_dropout_residual_layernorm_fwd_attn") + 1);
-    CHECK(at("transpose_output_w") < at("dropout_bias_grad_ffn_out"));
+    CHECK_FALSE(has_kernel(g, "transpose_output_w"));
+    CHECK(g.sm90_weight_in_place);
     CHECK(at("gemm_output_dgrad") == at("dropout_bias_grad_ffn_out") + 1);
     const KernelInfo& f = *g.find_kernel("gemm_inter_fwd");
     CHECK(f.op == "gemm_sm90");
@@ -1583,9 +1620,10 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(g.gelu_grad_saved);
     CHECK_FALSE(gi.gelu_grad_saved);
     CHECK(f.instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGeluSaveGrad>");
-    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluSaved>");
+    CHECK(g.find_kernel("gemm_output_dgrad")->instantiation ==
+          "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluSaved, true>");
     CHECK(gi.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
-    CHECK(gi.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu>");
+    CHECK(gi.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGelu, true>");
     CHECK(g.find_saved("ffn_gelu_grad") != nullptr);
     CHECK(g.find_saved("ffn_pre_gelu") == nullptr);
     CHECK(gi.find_saved("ffn_pre_gelu") != nullptr);
@@ -1593,14 +1631,27 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(gi.activation_bytes() == g.activation_bytes());
     CHECK(emit(gi).source.find("static_assert(GemmSm90Tile::smem_bytes(GemmEpi::kDGelu) == " +
                                std::to_string(gemm_sm90_smem_bytes(3))) != std::string::npos);
-    const KernelInfo& tr = *g.find_kernel("transpose_output_w");
+    // Same saved tensors, the same workspace (output_w read where it is).
+    CHECK(g.activation_bytes() == cu.activation_bytes());
+    CHECK(g.workspace_bytes(64, 128) == cu.workspace_bytes(64, 128));
+    CHECK(g.find_kernel("gemm_output_dgrad")->fuses.find("output_w read N-major as stored") != std::string::npos);
+    // DSKC_SM90_WEIGHT=transpose: transpose_output_w writes output_wᵀ [I, H] into the shared workspace
+    // before the FFN backward, and the data gradient reads it K-major.
+    const LayerPlan gt = sm90_plan(c, FfnGemm::Sm90, LinearGemm::Cublas, GeluSave::Grad, Sm90Weight::Transpose);
+    CHECK_FALSE(gt.sm90_weight_in_place);
+    const KernelInfo& tr = *gt.find_kernel("transpose_output_w");
     CHECK(tr.grid == GridKind::Fixed);
     CHECK(tr.grid_x == c.intermediate_size / 64);
     CHECK(tr.grid_y == c.hidden_size / 64);
-    // Same saved tensors; output_wᵀ [I, H] joins the shared workspace.
-    CHECK(g.activation_bytes() == cu.activation_bytes());
-    CHECK(g.workspace_bytes(64, 128) ==
+    const std::vector<std::string> tnames = kernel_names(gt);
+    auto tat = [&](const char* n) { return std::find(tnames.begin(), tnames.end(), n) - tnames.begin(); };
+    CHECK(tat("transpose_output_w") < tat("dropout_bias_grad_ffn_out"));
+    CHECK(gt.find_kernel("gemm_output_dgrad")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluSaved>");
+    CHECK(gt.find_kernel("gemm_output_dgrad")->fuses.find("output_wᵀ from output_w_t") != std::string::npos);
+    CHECK(gt.activation_bytes() == cu.activation_bytes());
+    CHECK(gt.workspace_bytes(64, 128) ==
           cu.workspace_bytes(64, 128) + int64_t{2} * c.intermediate_size * c.hidden_size);
+    CHECK(names.size() + 1 == tnames.size());
     const std::string src = emit(g).source;
     CHECK(src.find("void __launch_bounds__(384, 1) gemm_inter_fwd(const __grid_constant__ GemmSm90Params p)") !=
           std::string::npos);
@@ -1638,7 +1689,7 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
   CHECK(pk.find_saved("ffn_gelu_grad") == nullptr);
   CHECK(pk.find_kernel("gemm_inter_fwd")->instantiation == "gemm_sm90_impl<kInter, kHidden, GemmEpi::kBiasGelu>");
   CHECK(pk.find_kernel("gemm_output_dgrad")->instantiation ==
-        "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluStoreGelu>");
+        "gemm_sm90_impl<kInter, kHidden, GemmEpi::kDGeluStoreGelu, true>");
   LayerConfig inf = bert_large();
   inf.training = false;
   const LayerPlan pi = sm90_plan(inf);
@@ -1691,7 +1742,8 @@ TEST_CASE("sm_90 with DSKC_FFN_GEMM=sm90 / sm90_fwd: the FFN's GELU GEMMs are ge
     CHECK(has_kernel(f, "bias_gelu_bwd"));
     CHECK_FALSE(has_kernel(f, "transpose_output_w"));
     CHECK_FALSE(has_kernel(f, "gemm_output_dgrad"));
-    CHECK(f.workspace_bytes(64, 128) + int64_t{2} * 4096 * 1024 == both.workspace_bytes(64, 128));
+    CHECK_FALSE(f.sm90_weight_in_place);  // no gemm_sm90 data gradient to read a weight
+    CHECK(f.workspace_bytes(64, 128) == both.workspace_bytes(64, 128));
     CHECK_FALSE(f.gelu_in_gemm);
     // bias_gelu_bwd reads h: sm90_fwd keeps it
     CHECK_FALSE(f.gelu_grad_saved);
@@ -2733,13 +2785,19 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
     const LayerPlan plan_stochastic = atomic_dq_plan(cs);
     const LayerPlan plan_dq_kernel =
         make_plan(with_dtype(c, t), {AttentionPath::FusedWhereSupported, AttnMask::Inline, AttnDq::Kernel});
-    // gemm_sm90 (every epilogue), weight_transpose (fp16/bf16)
+    // gemm_sm90 (every epilogue; the data gradients on the weights as stored), and with
+    // DSKC_SM90_WEIGHT=transpose weight_transpose + the data gradients on Wᵀ (fp16/bf16)
     PlanOptions sm90_opt{AttentionPath::FusedWhereSupported, AttnMask::Inline};
     sm90_opt.arch = "sm_90";
     sm90_opt.ffn_gemm = FfnGemm::Sm90;
     sm90_opt.linear_gemm = LinearGemm::Sm90;
     sm90_opt.output_gemm = OutputGemm::Fused;  // + kBiasDropoutResidual
+    sm90_opt.dgrad_gemm = DgradGemm::Sm90;
+    sm90_opt.sm90_weight = Sm90Weight::InPlace;
     const LayerPlan plan_sm90 = make_plan(with_dtype(c, t), sm90_opt);
+    sm90_opt.sm90_weight = Sm90Weight::Transpose;
+    const LayerPlan plan_sm90_t = make_plan(with_dtype(c, t), sm90_opt);
+    const std::string module_sm90_t = emit(plan_sm90_t).source;
     // the wgmma attention forward (sm_90, keep flags from the first LayerNorm's launch: layernorm_fwd_bits;
     // the backward's from attn_flash_bwd_dot's: attn_flash_bwd_dot_bits)
     PlanOptions fwd_wg{AttentionPath::FusedWhereSupported, AttnMask::LayerNorm};
@@ -2793,9 +2851,14 @@ TEST_CASE("every template compiles standalone through NVRTC for sm_80 and sm_90 
             tu += wrapper_of(module_dq_kernel, k.name);
             wrapped.push_back(k.name);
           }
-        for (const auto& k : plan_sm90.kernels)  // gemm_*_fwd, transpose_output_w, gemm_output_dgrad
+        for (const auto& k : plan_sm90.kernels)  // gemm_*_fwd, gemm_*_dgrad (kBNMajor)
           if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
             tu += wrapper_of(module_sm90, k.name);
+            wrapped.push_back(k.name);
+          }
+        for (const auto& k : plan_sm90_t.kernels)  // transpose_* (the gemm_*_dgrad names are taken above)
+          if (k.op + ".cuh" == tpl.path && std::find(wrapped.begin(), wrapped.end(), k.name) == wrapped.end()) {
+            tu += wrapper_of(module_sm90_t, k.name);
             wrapped.push_back(k.name);
           }
         for (const auto& k : plan_fwd_wg.kernels)  // attn_flash_fwd on wgmma

@@ -802,7 +802,8 @@ TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DS
 }
 
 // DSKC_DGRAD_GEMM=sm90: the backward's intermediate, attention-output and (Pre-LN) QKV data
-// gradients as gemm_sm90 kPlain kernels on the transposed weights, against cuBLASLt on the same inputs:
+// gradients as gemm_sm90 kPlain kernels on the weights as stored (DSKC_SM90_WEIGHT=in_place, the
+// default; the transposed form is bitwise the same, tested below), against cuBLASLt on the same inputs:
 // d_ctx (linear_out after backward: gemm_attn_out_dgrad's output) and, in Pre-LN, grad_h_b (the QKV
 // data gradient), both poisoned before backward (every element written), the output and every
 // gradient within a few fp16/bf16 roundings. Partial and sub-tile row counts (fewer tiles than SMs),
@@ -841,5 +842,69 @@ TEST_CASE("gemm_sm90 data-gradient GEMMs (DSKC_DGRAD_GEMM=sm90) agree with the c
           REQUIRE((plan.find_kernel("gemm_qkv_dgrad") != nullptr) == k.pre);
         },
         [&](const GpuResult& got, const GpuResult& want) { check_sm90_agrees(got, want, read, k.t, true, true); });
+  }
+}
+
+// DSKC_SM90_WEIGHT: the backward's gemm_sm90 data gradients reading each weight W [k, n] as stored
+// (in_place, the default: two [64 k][64 n] TMA boxes per stage, read N-major by the wgmmas) against
+// reading Wᵀ that weight_transpose wrote first (transpose): the same products over the same k order,
+// so dh (grad_inter, poisoned first: every element written), d_ctx (linear_out), Pre-LN's QKV data
+// gradient (grad_h_b), the output and every gradient are bitwise equal. gemm_output_dgrad with each of
+// its epilogues (kDGeluSaved; kDGelu with DSKC_GELU_SAVE=input; kDGeluStoreGelu under gelu_checkpoint),
+// the three kPlain data gradients (DSKC_DGRAD_GEMM=sm90: N = H, I; K = H, 3H, I), partial and sub-tile
+// row counts, BERT-Large and BERT-Base widths (I = 3072: 24 column tiles), both element types, Post-LN.
+TEST_CASE("gemm_sm90 data gradients on the weights as stored (DSKC_SM90_WEIGHT=in_place) are bitwise the ones on Wᵀ") {
+  dskc_test::require_gpu();
+  if (!gemm_sm90_gpu()) return;
+  struct Case {
+    const char* name;
+    int H, heads, I, B, S;
+    DType t;
+    bool pre, gelu_ckpt;
+    const char* dgrad;
+    const char* gelu_save;
+  };
+  const Case cases[] = {
+      {"fp16 BERT-Large Pre-LN, 3 x 77 rows", 1024, 16, 4096, 3, 77, DType::F16, true, false, "sm90", "grad"},
+      {"bf16 BERT-Base Post-LN, 2 x 200 rows, h kept", 768, 12, 3072, 2, 200, DType::BF16, false, false, "sm90", "input"},
+      {"fp16 BERT-Large Pre-LN gelu_checkpoint, 1 x 7 rows", 1024, 16, 4096, 1, 7, DType::F16, true, true, "cublas",
+       "grad"},
+      {"bf16 BERT-Large Pre-LN, 16 x 128 rows", 1024, 16, 4096, 16, 128, DType::BF16, true, false, "sm90", "grad"},
+  };
+  const dskc_test::ScopedEnv ffn("DSKC_FFN_GEMM", "sm90");
+  for (const Case& k : cases) {
+    INFO(k.name);
+    std::printf("case %s\n", k.name);
+    LayerConfig c = make_cfg(k.B, k.S, k.H, k.heads, k.I, k.t, k.pre, 0.1, 0.1);
+    c.gelu_checkpoint = k.gelu_ckpt;
+    const bool dgrad = std::string(k.dgrad) == "sm90";
+    std::vector<std::string> read = {"grad_inter"};
+    if (dgrad) read.push_back("linear_out");
+    if (dgrad && k.pre) read.push_back("grad_h_b");
+    const dskc_test::ScopedEnv dg("DSKC_DGRAD_GEMM", k.dgrad), save("DSKC_GELU_SAVE", k.gelu_save);
+    compare_env_paths(
+        c, k.B, k.S, 73, 5, "DSKC_SM90_WEIGHT", "transpose", {"in_place"}, read,
+        [&](const LayerPlan& plan, const std::string&) {
+          REQUIRE(plan.ffn_gemm_sm90_bwd);
+          REQUIRE(plan.dgrad_gemm_sm90 == dgrad);
+          REQUIRE(plan.sm90_weight_in_place);
+          for (const auto& kern : plan.kernels) {
+            CHECK_MESSAGE(kern.op != "weight_transpose", kern.name);
+            if (kern.op == "gemm_sm90" && kern.pass == Pass::Backward)
+              CHECK_MESSAGE(kern.instantiation.find(", true>") != std::string::npos, kern.name);
+          }
+          for (const auto& w : plan.workspace)
+            for (const char* wt : {"output_w_t", "inter_w_t", "attn_ow_t", "attn_qkvw_t"}) CHECK(w.name != wt);
+        },
+        [&](const GpuResult& got, const GpuResult& want) {
+          for (const auto& name : read) {
+            REQUIRE(got.tensors.count(name));
+            CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
+          }
+          CHECK(got.output == want.output);
+          CHECK(got.grad_input == want.grad_input);
+          REQUIRE(got.grads.size() == want.grads.size());
+          for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+        });
   }
 }
