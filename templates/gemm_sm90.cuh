@@ -21,8 +21,8 @@
 // x·Wᵀ with W = [out, in] as stored. The data gradients dY·W read W = [kK, kN] as stored (kBNMajor:
 // each stage's B is two [64 k][64 n] TMA boxes, which the wgmmas read N-major, imm-tnsp-b = 1;
 // DSKC_SM90_WEIGHT=in_place, the default) or take Wᵀ that templates/weight_transpose.cuh wrote first
-// (DSKC_SM90_WEIGHT=transpose; bitwise the same products, bench/NOTES.md v54). The product (+ bias) is rounded to T once, and the GELU is the
-// same device function of that rounded value as on the cuBLASLt + bias_gelu path (common/gelu.cuh).
+// (DSKC_SM90_WEIGHT=transpose; bitwise the same products, bench/NOTES.md v54). The product (+ bias)
+// is rounded to T once, and the GELU is the same device function of that rounded value as on the cuBLASLt + bias_gelu path (common/gelu.cuh).
 // GELU' is common/gelu.cuh's gelu_and_grad of that value, rounded to T before it multiplies the
 // rounded product (dh = round(round(dY·W) · round(GELU'(h)))), in every GELU' epilogue alike: so
 // saving GELU'(h) in the forward (kBiasGeluSaveGrad + kDGeluSaved) or recomputing it from h
@@ -217,8 +217,9 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
           sm90::mbar_arrive_expect_tx(full(stage), G::kABytes + G::kBBytes);
           sm90::tma_load_2d(s_a + stage * G::kABytes, &p.a, full(stage), kb * G::kBlockK, m0);
           if constexpr (kBNMajor) {  // rows kb·64.. of W [kK, kN], columns n0.. in two 64-wide boxes
-            sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), n0, kb * G::kBlockK);
-            sm90::tma_load_2d(s_b + stage * G::kBBytes + G::kBBytes / 2, &p.b, full(stage), n0 + 64, kb * G::kBlockK);
+            const uint32_t sb = s_b + stage * G::kBBytes;
+            sm90::tma_load_2d(sb, &p.b, full(stage), n0, kb * G::kBlockK);
+            sm90::tma_load_2d(sb + G::kBBytes / 2, &p.b, full(stage), n0 + 64, kb * G::kBlockK);
           } else {
             sm90::tma_load_2d(s_b + stage * G::kBBytes, &p.b, full(stage), kb * G::kBlockK, n0);
           }

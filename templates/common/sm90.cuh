@@ -355,8 +355,8 @@ __device__ __forceinline__ uint64_t wgmma_desc_k128(uint32_t addr) {
 // N = 64 there is one 64-wide block (the LBO stride is never used) and SBO = 1024 bytes between
 // 8-row groups of k; both fields are set to 1024. A k16 step advances the start by 16 rows (2048 B).
 // Wider operands (gemm_sm90's N-major B: N = 128 as two [k][64] boxes) pass the bytes between their
-// 64-wide blocks as `lbo` (the LBO field, CUTLASS's canonical MN-major SW128 ((8,n),(8,k)):((1,LBO),(8,SBO))
-// in 16-byte units).
+// 64-wide blocks as `lbo` (the LBO field of the canonical MN-major 128B-swizzled layout
+// ((8,n),(8,k)):((1,LBO),(8,SBO)) in 16-byte units).
 __device__ __forceinline__ uint64_t wgmma_desc_mn128(uint32_t addr, uint32_t lbo = 1024) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
@@ -408,10 +408,10 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // D[64x128] += A[64x16] · B[128x16]ᵀ, both K-major in shared memory (descriptors), fp32 accumulate;
 // kTnspB = 1: B read N-major instead (B stored [k][n] with n contiguous, wgmma_desc_mn128 with the
-// 64-wide blocks' distance as LBO; imm-tnsp-b = 1), D += A · B[16x128]. Accumulator layout (PTX ISA,
-// wgmma D fragments): thread t of the
-// warpgroup, w = t / 32, l = t % 32, holds for each 8-column group g (0-15) d[4g], d[4g+1] = (row
-// 16w + l/4, cols 8g + 2(l%4), +1) and d[4g+2], d[4g+3] = the same columns of row 16w + l/4 + 8.
+// 64-wide blocks' distance as LBO; imm-tnsp-b = 1), D += A · B[16x128]. Accumulator layout (PTX
+// ISA, wgmma D fragments): thread t of the warpgroup, w = t / 32, l = t % 32, holds for each
+// 8-column group g (0-15) d[4g], d[4g+1] = (row 16w + l/4, cols 8g + 2(l%4), +1) and d[4g+2],
+// d[4g+3] = the same columns of row 16w + l/4 + 8.
 template <typename E, int kTnspB = 0>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
   static_assert(kTnspB == 0 || kTnspB == 1, "imm-tnsp-b is 0 or 1");
