@@ -1002,10 +1002,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
     b.tokens(w, "grad_h_a", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_h_b", "[B, S, H]", H, "gradient scratch");
     b.tokens(w, "grad_inter", "[B, S, I]", I, "gradient scratch");
-    if (sm90_bwd && !plan.sm90_weight_in_place)
+    if (sm90_bwd && w_t)
       w.push_back({"output_w_t", "[I, H]", Extent::Fixed, static_cast<int64_t>(I) * H, b.eb,
                    "output_wᵀ, gemm_output_dgrad's K-major B operand (rewritten every backward)"});
-    if (plan.dgrad_gemm_sm90 && !plan.sm90_weight_in_place) {
+    if (dgrad && w_t) {
       w.push_back({"inter_w_t", "[H, I]", Extent::Fixed, static_cast<int64_t>(H) * I, b.eb,
                    "inter_wᵀ, gemm_inter_dgrad's K-major B operand (rewritten every backward)"});
       w.push_back({"attn_ow_t", "[H, H]", Extent::Fixed, static_cast<int64_t>(H) * H, b.eb,

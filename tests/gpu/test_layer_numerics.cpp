@@ -169,6 +169,21 @@ GpuResult run_gpu(Context& ctx, const LayerConfig& c, const std::map<std::string
   return r;
 }
 
+// Two runs of one layer on the same inputs bitwise equal: the named `tensors` (read by both), the
+// output and, in training, the input gradient and every parameter gradient.
+void check_bitwise(const GpuResult& got, const GpuResult& want, const std::vector<std::string>& tensors = {},
+                   bool training = true) {
+  for (const auto& name : tensors) {
+    REQUIRE_MESSAGE((got.tensors.count(name) && want.tensors.count(name)), name << " not read");
+    CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
+  }
+  CHECK(got.output == want.output);
+  if (!training) return;
+  CHECK(got.grad_input == want.grad_input);
+  REQUIRE(got.grads.size() == want.grads.size());
+  for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+}
+
 // A gemm_sm90 path (`got`) against the cuBLASLt path (`want`) on the same inputs: the `read` tensors
 // within fp16/bf16 rounding of each other, the layer output and (training) every gradient within a
 // few roundings (the products differ only in fp32 summation order).
@@ -480,10 +495,7 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
         c.attn_dropout_checkpoint = adc;
         const dskc_test::ScopedEnv env("DSKC_ATTN_MASK", mask_src), env_bwd("DSKC_ATTN_BITS_BWD", bits_bwd);
         const GpuResult got = run_gpu(ctx, c, params, in, B, S, step, AttentionPath::FusedWhereSupported);
-        CHECK(got.output == want.output);
-        CHECK(got.grad_input == want.grad_input);
-        REQUIRE(got.grads.size() == want.grads.size());
-        for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+        check_bitwise(got, want);
       }
     LayerConfig ci = base;
     ci.attn_dropout_checkpoint = true;
@@ -706,11 +718,7 @@ TEST_CASE("gemm_sm90 GELU backward from the saved GELU'(h) (DSKC_GELU_SAVE=grad)
         [&](const GpuResult& got, const GpuResult& want) {
           REQUIRE(want.tensors.count("ffn_pre_gelu"));
           REQUIRE(got.tensors.count("ffn_gelu_grad"));
-          for (const char* name : {"ffn_gelu_out", "grad_inter"}) CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
-          CHECK(got.output == want.output);
-          CHECK(got.grad_input == want.grad_input);
-          REQUIRE(got.grads.size() == want.grads.size());
-          for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+          check_bitwise(got, want, {"ffn_gelu_out", "grad_inter"});
           // GELU'(h) as kept: within the dtype's rounding of GELU' of the h the other run kept
           check_sm90_agrees(got, want, {}, k.t, true, false, c.gelu_approximation);
         });
@@ -790,14 +798,7 @@ TEST_CASE("gemm_sm90 output GEMM with the bias + dropout + residual epilogue (DS
           REQUIRE(plan.output_gemm_fused);
           REQUIRE(plan.find_kernel("bias_dropout_residual_fwd_ffn") == nullptr);
         },
-        [&](const GpuResult& got, const GpuResult& want) {
-          CHECK(got.output == want.output);
-          if (k.training) {
-            CHECK(got.grad_input == want.grad_input);
-            REQUIRE(got.grads.size() == want.grads.size());
-            for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
-          }
-        });
+        [&](const GpuResult& got, const GpuResult& want) { check_bitwise(got, want, {}, k.training); });
   }
 }
 
@@ -896,15 +897,6 @@ TEST_CASE("gemm_sm90 data gradients on the weights as stored (DSKC_SM90_WEIGHT=i
           for (const auto& w : plan.workspace)
             for (const char* wt : {"output_w_t", "inter_w_t", "attn_ow_t", "attn_qkvw_t"}) CHECK(w.name != wt);
         },
-        [&](const GpuResult& got, const GpuResult& want) {
-          for (const auto& name : read) {
-            REQUIRE(got.tensors.count(name));
-            CHECK_MESSAGE(got.tensors.at(name) == want.tensors.at(name), name);
-          }
-          CHECK(got.output == want.output);
-          CHECK(got.grad_input == want.grad_input);
-          REQUIRE(got.grads.size() == want.grads.size());
-          for (const auto& [name, v] : want.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
-        });
+        [&](const GpuResult& got, const GpuResult& want) { check_bitwise(got, want, read); });
   }
 }
