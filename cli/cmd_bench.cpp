@@ -1,6 +1,7 @@
 // `dskc bench`: times a layer's forward and backward on the GPU with CUDA events (warm-up first,
 // median of many iterations) and prints ms, TFLOP/s and activation MiB per layer, with the SM clock
-// and board power NVML saw during the timed iterations (runtime/gpu_monitor.h).
+// and board power NVML saw during the timed iterations (runtime/gpu_monitor.h). With --versus, a
+// paired A/B of two layers in one process (cli/versus.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,8 +12,11 @@
 
 #include "cli/commands.h"
 #include "cli/layer_args.h"
+#include "cli/versus.h"
+#include "compiler/codegen.h"
 #include "compiler/errors.h"
 #include "compiler/fileio.h"
+#include "compiler/scoped_env.h"
 #include "runtime/context.h"
 #include "runtime/cuda_graph.h"
 #include "runtime/driver.h"
@@ -72,6 +76,131 @@ std::vector<Profiler::Step> print_timeline(TransformerLayer& layer, const LayerC
               "neither %.4f\n", b.wall, b.main, b.wall - b.main, b.side, b.both, b.wall - (b.main + b.side - b.both));
   return steps;
 }
+
+// One layer under test, with its graphs when --graph captured them.
+struct Timed {
+  std::unique_ptr<TransformerLayer> layer;
+  std::unique_ptr<CapturedGraph> fwd, bwd;
+};
+
+// The kernels of `x`'s plan that `y`'s does not have, space-separated ("none" for none).
+std::string kernels_not_in(const LayerPlan& x, const LayerPlan& y) {
+  std::string out;
+  for (const auto& k : x.kernels)
+    if (!y.find_kernel(k.name)) out += (out.empty() ? "" : " ") + k.name;
+  return out.empty() ? "none" : out;
+}
+
+// --versus: layer A (cfg) against layer B (cfg with the spec's switches, built under its DSKC_*
+// variables), both on the same stream and the same inputs. Each pair times a block of `block`
+// forward + backward steps of each layer back to back (A first in even pairs, B first in odd ones;
+// events around each block, one synchronization per pair), after `n_wu` warm-up steps of each.
+int bench_versus(const LayerConfig& cfg, const VersusSpec& spec, int B, int S, int pairs, int block, int n_wu,
+                 bool graph, bool csv) {
+  const LayerConfig cfg_b = versus_config(cfg, spec);
+  Context ctx(cfg.local_rank);
+  Timed a, b;
+  a.layer = std::make_unique<TransformerLayer>(ctx, cfg);
+  {
+    std::vector<std::unique_ptr<ScopedEnv>> env;
+    for (const auto& [name, value] : spec.env) env.push_back(std::make_unique<ScopedEnv>(name.c_str(), value.c_str()));
+    b.layer = std::make_unique<TransformerLayer>(ctx, cfg_b);
+  }
+  a.layer->set_params(init_layer_params(cfg, 1));
+  b.layer->set_params(init_layer_params(cfg_b, 1));
+  const DType ta = cfg.dtype(), tb = cfg_b.dtype();
+  const size_t n = static_cast<size_t>(B) * S * cfg.hidden_size;
+  const size_t eb = std::max(dtype_bytes(ta), dtype_bytes(tb));
+  DeviceBuffer xa(ctx, n * eb), xb(ctx, n * eb), dya(ctx, n * eb), dyb(ctx, n * eb), y(ctx, n * eb), dx(ctx, n * eb);
+  std::vector<float> hx(n);
+  for (size_t i = 0; i < n; ++i) hx[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.f - 1.f;
+  upload(ctx, xa.ptr(), hx, ta);
+  upload(ctx, dya.ptr(), hx, ta);
+  upload(ctx, xb.ptr(), hx, tb);
+  upload(ctx, dyb.ptr(), hx, tb);
+  auto step = [&](Timed& t, CUdeviceptr x, CUdeviceptr dy, bool training, uint32_t i) {
+    if (t.fwd)
+      t.fwd->launch(ctx.stream());
+    else
+      t.layer->forward(x, 0, y.ptr(), B, S, i);
+    if (!training) return;
+    if (t.bwd)
+      t.bwd->launch(ctx.stream());
+    else
+      t.layer->backward(dy, dx.ptr());
+  };
+  auto run_a = [&](uint32_t i) { step(a, xa.ptr(), dya.ptr(), cfg.training, i); };
+  auto run_b = [&](uint32_t i) { step(b, xb.ptr(), dyb.ptr(), cfg_b.training, i); };
+  for (int i = 0; i < n_wu; ++i) {
+    run_a(static_cast<uint32_t>(i));
+    run_b(static_cast<uint32_t>(i));
+  }
+  if (graph) {
+    ctx.synchronize();
+    auto capture = [&](Timed& t, CUdeviceptr x, CUdeviceptr dy, bool training, const char* which) {
+      t.fwd = std::make_unique<CapturedGraph>(ctx.stream(), fmt::format("layer {}'s forward", which),
+                                              [&] { t.layer->forward(x, 0, y.ptr(), B, S, static_cast<uint32_t>(n_wu)); });
+      if (training)
+        t.bwd = std::make_unique<CapturedGraph>(ctx.stream(), fmt::format("layer {}'s backward", which),
+                                                [&] { t.layer->backward(dy, dx.ptr()); });
+    };
+    capture(a, xa.ptr(), dya.ptr(), cfg.training, "A");
+    capture(b, xb.ptr(), dyb.ptr(), cfg_b.training, "B");
+  }
+  Events e1, e2;  // e1.a .. e1.b: the pair's first block, e1.b .. e2.b: its second
+  std::vector<double> a_ms, b_ms;
+  GpuMonitor monitor(pci_bus_id(ctx.cu_device()));
+  monitor.start();
+  for (int p = 0; p < pairs; ++p) {
+    const bool a_first = p % 2 == 0;
+    const uint32_t base = static_cast<uint32_t>(n_wu + p * block);
+    DSKC_CU(cuEventRecord(e1.a, ctx.stream()));
+    for (int k = 0; k < block; ++k) a_first ? run_a(base + k) : run_b(base + k);
+    DSKC_CU(cuEventRecord(e1.b, ctx.stream()));
+    for (int k = 0; k < block; ++k) a_first ? run_b(base + k) : run_a(base + k);
+    DSKC_CU(cuEventRecord(e2.b, ctx.stream()));
+    DSKC_CU(cuEventSynchronize(e2.b));
+    float first = 0, second = 0;
+    DSKC_CU(cuEventElapsedTime(&first, e1.a, e1.b));
+    DSKC_CU(cuEventElapsedTime(&second, e1.b, e2.b));
+    (a_first ? a_ms : b_ms).push_back(first / block);
+    (a_first ? b_ms : a_ms).push_back(second / block);
+  }
+  const GpuMonitorSummary gpu = monitor.stop();
+  const PairedSummary r = summarize_pairs(a_ms, b_ms);
+  const double mib_a = a.layer->plan().activation_bytes(B, S) / 1048576.0;
+  const double mib_b = b.layer->plan().activation_bytes(B, S) / 1048576.0;
+  if (csv) {
+    // batch, seq, hidden, A's dtype, A's LayerNorm placement, A ms, B ms, B vs A % (median), its
+    // interval's ends %, pairs, pairs with B faster, activation MiB A, B, mean SM MHz, mean W
+    std::printf("%d,%d,%d,%s,%s,%.4f,%.4f,%.2f,%.2f,%.2f,%zu,%zu,%.2f,%.2f,%s,%s\n", B, S, cfg.hidden_size,
+                dtype_name(ta), cfg.pre_layer_norm ? "pre" : "post", r.a_ms, r.b_ms, 100 * r.rel, 100 * r.lo,
+                100 * r.hi, r.pairs, r.b_faster, mib_a, mib_b,
+                gpu.available && gpu.samples ? fmt::format("{:.0f}", gpu.sm_mhz_mean).c_str() : "nan",
+                gpu.available && gpu.samples && gpu.power_w_mean > 0 ? fmt::format("{:.0f}", gpu.power_w_mean).c_str()
+                                                                     : "nan");
+    return 0;
+  }
+  std::printf("dskc bench --versus on %s: hidden %d, heads %d, intermediate %d, batch %d, seq %d\n",
+              ctx.device_name().c_str(), cfg.hidden_size, cfg.heads, cfg.intermediate_size, B, S);
+  std::printf("A: %s, %s%s\nB: A with %s\n", dtype_name(ta), cfg.pre_layer_norm ? "Pre-LN" : "Post-LN",
+              cfg.stochastic_mode ? ", stochastic_mode" : "", spec.text.c_str());
+  std::printf("kernels only in A: %s\nkernels only in B: %s\n", kernels_not_in(a.layer->plan(), b.layer->plan()).c_str(),
+              kernels_not_in(b.layer->plan(), a.layer->plan()).c_str());
+  if (emit(a.layer->plan()).source == emit(b.layer->plan()).source)
+    std::printf("generated source: B's is A's (the changes act in the runtime only, or name nothing dskc reads)\n");
+  else
+    std::printf("generated source: B's differs from A's\n");
+  std::printf("timed: %d pairs of %d-step blocks (forward%s), %s, after %d warm-up steps of each\n", pairs, block,
+              cfg.training ? " + backward" : "", graph ? "replayed from CUDA graphs" : "launched by the host", n_wu);
+  std::printf("| layer | ms per step (median of %zu blocks) | activation MiB |\n", r.pairs);
+  std::printf("|---|---:|---:|\n");
+  std::printf("| A | %.4f | %.1f |\n| B | %.4f | %.1f |\n", r.a_ms, mib_a, r.b_ms, mib_b);
+  std::printf("B vs A: %+.2f%% (median of the %zu pairs' ratios; ~95%% interval %+.2f%% .. %+.2f%%), B faster in %zu "
+              "of %zu pairs\n", 100 * r.rel, r.pairs, 100 * r.lo, 100 * r.hi, r.b_faster, r.pairs);
+  std::printf("%s\n", describe_gpu_state(gpu).c_str());
+  return 0;
+}
 }  // namespace
 
 int cmd_bench(const Args& args) {
@@ -82,8 +211,9 @@ int cmd_bench(const Args& args) {
                        "of load only: --warmup 300 measures the sustained state).");
   LayerArgs la;
   la.add_to(p);
-  std::optional<int> batch, seq, iters, warmup;
+  std::optional<int> batch, seq, iters, warmup, pairs, block;
   bool csv = false, profile = false, timeline = false, graph = false;
+  std::string versus;
   p.add_int("batch", &batch, "micro-batch (default: the config's batch_size)");
   p.add_int("seq", &seq, "sequence length (default: max_seq_length)");
   p.add_int("iters", &iters, "timed iterations (default 50)");
@@ -103,14 +233,36 @@ int cmd_bench(const Args& args) {
   p.add_switch("timeline", &timeline,
                "also print when each kernel and GEMM starts and ends on its stream (events around every step, both "
                "streams kept), and how much of the step the main stream is busy");
+  p.add_option("versus", &versus, "SPEC",
+               "a paired A/B in one process: the layer against itself with SPEC's changes, comma-separated "
+               "switches (attention_dropout_checkpoint, normalize_invertible, gelu_checkpoint, all_memory_flags, "
+               "stochastic_mode, post_layer_norm, bf16, tanh_gelu) and DSKC_NAME=VALUE variables the second layer "
+               "is built under; blocks of steps of each alternate, and it prints the median of the pairs' ratios "
+               "with a ~95% interval");
+  p.add_int("pairs", &pairs, "with --versus: timed pairs of blocks (default 40)");
+  p.add_int("block", &block, "with --versus: forward + backward steps per block (default 4)");
   if (!p.parse(args)) return 0;
   LayerConfig cfg = la.load();
+  if (graph && warmup.value_or(10) < 1)
+    throw Error(ErrorKind::Usage, "--graph needs --warmup >= 1: the first call allocates and loads what the layer "
+                                  "launches, which a CUDA graph capture cannot do");
+  const bool with_versus = p.given("versus");
+  if (!with_versus && (pairs || block)) throw Error(ErrorKind::Usage, "--pairs and --block need --versus");
+  if (with_versus) {
+    if (iters || profile || timeline || !trace.empty())
+      throw Error(ErrorKind::Usage, "--versus times pairs of blocks (--pairs, --block): it does not take --iters, "
+                                    "--profile, --timeline or --trace");
+    const VersusSpec spec = parse_versus(versus);
+    const int n_pairs = pairs.value_or(40), n_block = block.value_or(4), n_wu = warmup.value_or(10);
+    if (n_pairs < 1 || n_block < 1 || n_wu < 0)
+      throw Error(ErrorKind::Usage, "--pairs and --block must be >= 1 and --warmup >= 0");
+    versus_config(cfg, spec);  // a spec that changes nothing fails before the GPU is touched
+    return bench_versus(cfg, spec, batch.value_or(cfg.batch_size), seq.value_or(cfg.max_seq_length), n_pairs,
+                        n_block, n_wu, graph, csv);
+  }
   const int B = batch.value_or(cfg.batch_size), S = seq.value_or(cfg.max_seq_length);
   const int n_it = iters.value_or(50), n_wu = warmup.value_or(10);
   if (n_it < 1 || n_wu < 0) throw Error(ErrorKind::Usage, "--iters must be >= 1 and --warmup >= 0");
-  if (graph && n_wu < 1)
-    throw Error(ErrorKind::Usage, "--graph needs --warmup >= 1: the first call allocates and loads what the layer "
-                                  "launches, which a CUDA graph capture cannot do");
   if (!trace.empty()) {  // fail before the timing, not after it
     const std::filesystem::path dir = std::filesystem::path(trace).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "compiler/errors.h"
+#include "compiler/scoped_env.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,23 +63,7 @@ inline RunResult run_dskc(const std::string& args, const std::string& env = "") 
 }
 
 // Sets or unsets an environment variable for one scope, restoring the old value after.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* v = std::getenv(n)) old = v;
-    if (value)
-      ::setenv(n, value, 1);
-    else
-      ::unsetenv(n);
-  }
-  ~ScopedEnv() {
-    if (old)
-      ::setenv(name.c_str(), old->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-};
+using dskc::ScopedEnv;
 
 // Runs f, requires it to throw dskc::Error of `kind`, returns the message.
 template <class F>

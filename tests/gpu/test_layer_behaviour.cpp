@@ -661,3 +661,65 @@ TEST_CASE("layer calls launched as CUDA graphs: bitwise the plain calls, every s
     CHECK(plain.layer.graph_launches() == 0);
   });
 }
+
+// dskc bench --versus: one process times layer A and layer B (A with the spec's changes) in
+// alternating blocks. B is built under the spec's DSKC_* variables and A is not: with
+// DSKC_SM90_WEIGHT=transpose on sm_90 only B has the output_wᵀ transpose; a variable the runtime
+// alone reads leaves B's generated source A's; the switches change B's config (all three memory
+// flags: less activation memory); a bad value fails when B is built, naming the variable.
+TEST_CASE("dskc bench --versus: B built under the spec, A not; both timed in pairs") {
+  dskc_test::require_gpu();
+  const bool sm90 = detect_gpu_arch(0).value_or("") == "sm_90";
+  const std::string bench = "bench " + dskc_test::source_dir() + "/examples/bert_large_layer.json --batch 4 "
+                            "--warmup 2 --pairs 4 --block 2 ";
+  auto has = [](const dskc_test::RunResult& r, const std::string& s) { return r.output.find(s) != std::string::npos; };
+  {
+    const auto r = dskc_test::run_dskc(bench + "--versus DSKC_SM90_WEIGHT=transpose");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(has(r, "kernels only in A: none"));
+    if (sm90) {
+      CHECK(has(r, "kernels only in B: transpose_output_w\n"));
+      CHECK(has(r, "generated source: B's differs from A's"));
+    }
+    CHECK(has(r, "timed: 4 pairs of 2-step blocks (forward + backward), launched by the host"));
+    CHECK(has(r, "| A | "));
+    CHECK(has(r, "B vs A: "));
+    CHECK(has(r, "of 4 pairs"));
+  }
+  {
+    const auto r = dskc_test::run_dskc(bench + "--graph --versus DSKC_LAYER_STREAMS=1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(has(r, "kernels only in B: none"));
+    CHECK(has(r, "generated source: B's is A's"));
+    CHECK(has(r, "replayed from CUDA graphs"));
+  }
+  {
+    const auto r = dskc_test::run_dskc(bench + "--csv --versus all_memory_flags");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    // The CSV line (a cold module build may print progress to stderr first).
+    const size_t at = r.output.find("4,128,1024,");
+    REQUIRE(at != std::string::npos);
+    std::vector<std::string> f;
+    std::stringstream line(r.output.substr(at, r.output.find('\n', at) - at));
+    for (std::string x; std::getline(line, x, ',');) f.push_back(x);
+    REQUIRE(f.size() == 16);
+    CHECK(f[0] == "4");
+    CHECK(f[1] == "128");
+    CHECK(std::stod(f[5]) > 0);                   // A ms per step
+    CHECK(std::stod(f[6]) > 0);                   // B ms per step
+    CHECK(f[10] == "4");                          // pairs
+    CHECK(std::stoi(f[11]) <= 4);                 // pairs B won
+    CHECK(std::stod(f[13]) < std::stod(f[12]));   // activation MiB: B keeps less
+    CHECK(std::stod(f[8]) <= std::stod(f[7]));    // the interval holds the median
+    CHECK(std::stod(f[7]) <= std::stod(f[9]));
+  }
+  {
+    const auto r = dskc_test::run_dskc(bench + "--versus DSKC_SM90_WEIGHT=sideways");
+    INFO(r.output);
+    CHECK(r.exit_code == 3);
+    CHECK(has(r, "DSKC_SM90_WEIGHT=sideways"));
+  }
+}

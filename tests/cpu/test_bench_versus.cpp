@@ -1,0 +1,124 @@
+// `dskc bench --versus` (cli/versus.h): the spec's parsing and errors, layer B's config, and the
+// paired statistics (median ratio, its order-statistics interval, the count of pairs B won).
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/versus.h"
+#include "test_util.h"
+
+using namespace dskc;
+using namespace dskc::cli;
+using dskc_test::error_of;
+
+namespace {
+LayerConfig base_cfg() {
+  LayerConfig c;
+  c.batch_size = 8;
+  c.max_seq_length = 128;
+  c.hidden_size = 1024;
+  c.heads = 16;
+  c.intermediate_size = 4096;
+  c.attn_dropout_ratio = c.hidden_dropout_ratio = 0.1;
+  c.num_hidden_layers = 24;
+  c.fp16 = true;
+  validate(c, "test");
+  return c;
+}
+}  // namespace
+
+TEST_CASE("--versus SPEC: switches and DSKC_* variables in order; every malformed item named") {
+  const VersusSpec v = parse_versus("all_memory_flags,DSKC_SM90_WEIGHT=transpose,stochastic_mode,DSKC_ATTN_DQ=");
+  CHECK(v.switches == std::vector<std::string>{"all_memory_flags", "stochastic_mode"});
+  REQUIRE(v.env.size() == 2);
+  CHECK(v.env[0] == std::pair<std::string, std::string>{"DSKC_SM90_WEIGHT", "transpose"});
+  CHECK(v.env[1] == std::pair<std::string, std::string>{"DSKC_ATTN_DQ", ""});  // "" is the variable's default
+  CHECK(v.text == "all_memory_flags,DSKC_SM90_WEIGHT=transpose,stochastic_mode,DSKC_ATTN_DQ=");
+  CHECK(parse_versus("DSKC_X=a=b").env[0].second == "a=b");
+
+  struct Bad {
+    const char* spec;
+    const char* needle;
+  };
+  for (const Bad& b : std::vector<Bad>{{"", "nothing to compare against"},
+                                       {"bf16,", "an empty item"},
+                                       {",bf16", "an empty item"},
+                                       {"bf16,,tanh_gelu", "an empty item"},
+                                       {"gelu_chekpoint", "unknown item 'gelu_chekpoint'"},
+                                       {"PATH=/tmp", "'PATH=/tmp': only DSKC_*"},
+                                       {"DSKC_=1", "'DSKC_=1': only DSKC_*"},
+                                       {"=1", "'=1': only DSKC_*"},
+                                       {"DSKC_A=1,bf16,DSKC_A=2", "DSKC_A given twice"}}) {
+    CAPTURE(b.spec);
+    const std::string msg = error_of([&] { parse_versus(b.spec); }, ErrorKind::Usage);
+    CHECK(msg.find(b.needle) != std::string::npos);
+    CHECK(msg.find(std::string("--versus ") + b.spec) != std::string::npos);
+    CHECK(msg.find("DSKC_NAME=VALUE") != std::string::npos);  // says what is accepted
+  }
+}
+
+TEST_CASE("--versus: layer B is layer A with exactly the spec's switches on") {
+  const LayerConfig a = base_cfg();
+  {
+    const LayerConfig b = versus_config(a, parse_versus("all_memory_flags"));
+    LayerConfig want = a;
+    want.attn_dropout_checkpoint = want.normalize_invertible = want.gelu_checkpoint = true;
+    CHECK(b == want);
+  }
+  {
+    const LayerConfig b = versus_config(a, parse_versus("gelu_checkpoint,post_layer_norm,stochastic_mode"));
+    LayerConfig want = a;
+    want.gelu_checkpoint = want.stochastic_mode = true;
+    want.pre_layer_norm = false;
+    CHECK(b == want);
+  }
+  {
+    const LayerConfig b = versus_config(a, parse_versus("bf16,tanh_gelu"));
+    CHECK(b.dtype() == DType::BF16);
+    CHECK(b.gelu_approximation == GeluForm::Tanh);
+    CHECK(b.batch_size == a.batch_size);
+  }
+  // Only variables: the same config (the variables act when B is built).
+  CHECK(versus_config(a, parse_versus("DSKC_SM90_WEIGHT=transpose")) == a);
+  // A switch A has already would make B not what the spec says.
+  LayerConfig post = a;
+  post.pre_layer_norm = false;
+  CHECK(error_of([&] { versus_config(post, parse_versus("post_layer_norm")); }, ErrorKind::Usage)
+            .find("the layer has post_layer_norm already") != std::string::npos);
+  CHECK(error_of([&] { versus_config(a, parse_versus("normalize_invertible,all_memory_flags,gelu_checkpoint")); },
+                 ErrorKind::Usage)
+            .find("the layer has gelu_checkpoint already") != std::string::npos);
+}
+
+TEST_CASE("paired summary: medians, the median ratio's order-statistics interval, pairs won") {
+  // 50 pairs, B 2% slower with a spread: ratio i = 1.02 + (i - 25) * 0.001 in a shuffled order.
+  std::vector<double> a, b;
+  for (int i = 0; i < 50; ++i) {
+    const int j = (i * 17) % 50;  // 17 is coprime with 50: a permutation
+    a.push_back(1.0 + 0.01 * (i % 5));
+    b.push_back(a.back() * (1.02 + (j - 25) * 0.001));
+  }
+  const PairedSummary s = summarize_pairs(a, b);
+  CHECK(s.pairs == 50);
+  // Ratios 0.995 .. 1.044 in steps of 0.001: the median is (1.019 + 1.020) / 2.
+  CHECK(s.rel == doctest::Approx(0.0195).epsilon(1e-9));
+  // n = 50: ranks 18 and 33 (floor(25 - 0.98·√50) = 18, ceil(26 + 0.98·√50) = 33): ratios 1.012 and 1.027.
+  CHECK(s.lo == doctest::Approx(0.012).epsilon(1e-9));
+  CHECK(s.hi == doctest::Approx(0.027).epsilon(1e-9));
+  CHECK(s.b_faster == 5);  // ratios 0.995 .. 0.999
+  CHECK(s.a_ms == doctest::Approx(1.02));
+  CHECK(s.b_ms > s.a_ms);
+
+  // Fewer than 6 pairs: the interval is the whole range of the ratios.
+  const PairedSummary few = summarize_pairs({2.0, 2.0, 2.0}, {1.0, 2.2, 1.9});
+  CHECK(few.rel == doctest::Approx(-0.05));
+  CHECK(few.lo == doctest::Approx(-0.5));
+  CHECK(few.hi == doctest::Approx(0.1));
+  CHECK(few.b_faster == 2);
+  CHECK(few.a_ms == 2.0);
+  CHECK(few.b_ms == 1.9);
+
+  error_of([] { summarize_pairs({}, {}); }, ErrorKind::Usage);
+  error_of([] { summarize_pairs({1.0, 1.0}, {1.0}); }, ErrorKind::Usage);
+}
