@@ -147,7 +147,7 @@ int bench_versus(const LayerConfig& cfg, const VersusSpec& spec, int B, int S, i
     capture(a, xa.ptr(), dya.ptr(), cfg.training, "A");
     capture(b, xb.ptr(), dyb.ptr(), cfg_b.training, "B");
   }
-  Events e1, e2;  // e1.a .. e1.b: the pair's first block, e1.b .. e2.b: its second
+  Events e1, e2;  // e1.a .. e1.b: the pair's first block, e1.b .. e2.b: its second (e2.a unused)
   std::vector<double> a_ms, b_ms;
   GpuMonitor monitor(pci_bus_id(ctx.cu_device()));
   monitor.start();
@@ -256,7 +256,7 @@ int cmd_bench(const Args& args) {
     const int n_pairs = pairs.value_or(40), n_block = block.value_or(4), n_wu = warmup.value_or(10);
     if (n_pairs < 1 || n_block < 1 || n_wu < 0)
       throw Error(ErrorKind::Usage, "--pairs and --block must be >= 1 and --warmup >= 0");
-    versus_config(cfg, spec);  // a spec that changes nothing fails before the GPU is touched
+    versus_config(cfg, spec);  // a switch the layer has already fails before the GPU is touched
     return bench_versus(cfg, spec, batch.value_or(cfg.batch_size), seq.value_or(cfg.max_seq_length), n_pairs,
                         n_block, n_wu, graph, csv);
   }

@@ -72,9 +72,9 @@ inline VersusSpec parse_versus(const std::string& spec) {
 
 // Layer A's config with SPEC's switches on. Throws Error(Usage) when a switch changes nothing
 // (A has it already: the comparison would not be what SPEC says) and Error(Config) when the result
-// is not a valid layer.
+// is not a valid layer. (So B differs from A by every switch; a SPEC of variables only gives A's
+// config, and the variables act when B is built.)
 inline LayerConfig versus_config(LayerConfig c, const VersusSpec& v) {
-  const LayerConfig a = c;
   for (const auto& s : v.switches) {
     const LayerConfig before = c;
     if (s == "attention_dropout_checkpoint") c.attn_dropout_checkpoint = true;
@@ -88,7 +88,6 @@ inline LayerConfig versus_config(LayerConfig c, const VersusSpec& v) {
     if (c == before)
       throw Error(ErrorKind::Usage, fmt::format("--versus {}: the layer has {} already", v.text, s));
   }
-  if (c == a && v.env.empty()) throw Error(ErrorKind::Usage, fmt::format("--versus {}: changes nothing", v.text));
   validate(c, "--versus " + v.text);
   return c;
 }
