@@ -13,19 +13,8 @@ using namespace dskc::cli;
 using dskc_test::error_of;
 
 namespace {
-LayerConfig base_cfg() {
-  LayerConfig c;
-  c.batch_size = 8;
-  c.max_seq_length = 128;
-  c.hidden_size = 1024;
-  c.heads = 16;
-  c.intermediate_size = 4096;
-  c.attn_dropout_ratio = c.hidden_dropout_ratio = 0.1;
-  c.num_hidden_layers = 24;
-  c.fp16 = true;
-  validate(c, "test");
-  return c;
-}
+// The bundled BERT-Large layer (fp16, Pre-LN, no memory flag, not stochastic_mode).
+LayerConfig base_cfg() { return load_layer_config(dskc_test::source_dir() + "/examples/bert_large_layer.json"); }
 }  // namespace
 
 TEST_CASE("--versus SPEC: switches and DSKC_* variables in order; every malformed item named") {
