@@ -35,8 +35,27 @@ inline const std::vector<std::string>& versus_switch_names() {
   return names;
 }
 
+// The DSKC_* variables that change what a layer runs. Each is read when the layer is built (the plan,
+// compiler/plan.cpp; the TransformerLayer constructor and its Gemm, runtime/*.cpp; the module
+// build's source override, compiler/nvrtc_compile.cpp), so it acts on B alone. Any other DSKC_*
+// variable is read elsewhere (the trainer, the cache, dumps), later (B would run as A: an
+// experiment's switch read at each backward call, as in session 81), or by nothing.
+// tests/cpu/test_bench_versus.cpp checks this list against the sources.
+inline const std::vector<std::string>& versus_variable_names() {
+  static const std::vector<std::string> names = {
+      "DSKC_ATTENTION",      "DSKC_ATTN_BITS_BWD",   "DSKC_ATTN_BWD",          "DSKC_ATTN_BWD_PERSIST",
+      "DSKC_ATTN_DQ",        "DSKC_ATTN_DQ_GEMM",    "DSKC_ATTN_FWD",          "DSKC_ATTN_FWD_STAGES",
+      "DSKC_ATTN_MASK",      "DSKC_ATTN_STORE",      "DSKC_BIAS_GRAD",         "DSKC_DGRAD_GEMM",
+      "DSKC_FFN_GEMM",       "DSKC_GELU",            "DSKC_GELU_CKPT_SCRATCH", "DSKC_GELU_SAVE",
+      "DSKC_GEMM_GELU_REGIONS", "DSKC_GEMM_TUNE_LOG", "DSKC_LAYER_GRAPHS",     "DSKC_LAYER_STREAMS",
+      "DSKC_LINEAR_GEMM",    "DSKC_LN_BITS_BLOCKS",  "DSKC_LN_BWD",            "DSKC_OUTPUT_GEMM",
+      "DSKC_SM90_WEIGHT",    "DSKC_OVERRIDE_SOURCE"};
+  return names;
+}
+
 // SPEC: comma-separated items, each a switch word or DSKC_NAME=VALUE. Throws Error(Usage) naming
-// the item for anything else, an empty item, or a variable given twice.
+// the item for anything else, an empty item, a variable given twice, or a DSKC_* variable that is
+// not read when a layer is built (versus_variable_names: B would be timed as A).
 inline VersusSpec parse_versus(const std::string& spec) {
   VersusSpec v;
   v.text = spec;
@@ -60,6 +79,14 @@ inline VersusSpec parse_versus(const std::string& spec) {
         throw usage(fmt::format("'{}': only DSKC_* environment variables can be set", item));
       for (const auto& [n, value] : v.env)
         if (n == name) throw usage(fmt::format("{} given twice", name));
+      const auto& vars = versus_variable_names();
+      if (std::find(vars.begin(), vars.end(), name) == vars.end()) {
+        std::string known;
+        for (const auto& k : vars) known += (known.empty() ? "" : ", ") + k;
+        throw usage(fmt::format("'{}': {} is not read when a layer is built, so B would run as A (the variables "
+                                "that are: {})",
+                                item, name, known));
+      }
       v.env.emplace_back(name, item.substr(eq + 1));
       continue;
     }

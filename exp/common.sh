@@ -218,6 +218,19 @@ launched_matrix() {
   local rounds=$1 end=$2 log=$3; shift 3
   matrix_run launched "$rounds" "$end" "$log" "$@"
 }
+# Paired A/Bs (`dskc bench --versus`, 60 pairs of 4-step blocks) at both shapes, launched and replayed
+# from CUDA graphs, one per item "ARGS:SPEC" (ARGS: layer switches both layers get, may be empty; SPEC:
+# what B adds). Whole outputs into $OUT/LOG, one B-vs-A line per A/B on stdout:
+# versus_runs LOG ITEM... (SPEC's variables must be ones a layer reads when it is built: --versus refuses others.)
+versus_runs() {
+  local log=$1 L form c a s; shift
+  for L in $L128 $L512; do for form in "" --graph; do for c in "$@"; do
+    a=${c%%:*}; s=${c#*:}
+    echo "== $L ${form:-launched} [$a] $s"
+    timeout 60 build-gpu/dskc bench $L $a $form --pairs 60 --versus "$s" 2>&1 | tail -9
+  done; done; done > "$OUT/$log" 2>&1
+  grep -E "^==|B vs A" "$OUT/$log" | paste - - | sed 's/(median of the 60 pairs. ratios; ~95% interval/(/'
+}
 # compare_torch.py's side-by-side table, burst, ROUNDS (default 3) interleaved rounds (medians), into
 # $OUT/compare_wu10_rROUNDS.txt, stopped at END seconds after the script's start: compare_r3 END [ROUNDS]
 compare_r3() {

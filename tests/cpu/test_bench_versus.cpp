@@ -2,6 +2,11 @@
 // paired statistics (median ratio, its order-statistics interval, the count of pairs B won).
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,7 +29,7 @@ TEST_CASE("--versus SPEC: switches and DSKC_* variables in order; every malforme
   CHECK(v.env[0] == std::pair<std::string, std::string>{"DSKC_SM90_WEIGHT", "transpose"});
   CHECK(v.env[1] == std::pair<std::string, std::string>{"DSKC_ATTN_DQ", ""});  // "" is the variable's default
   CHECK(v.text == "all_memory_flags,DSKC_SM90_WEIGHT=transpose,stochastic_mode,DSKC_ATTN_DQ=");
-  CHECK(parse_versus("DSKC_X=a=b").env[0].second == "a=b");
+  CHECK(parse_versus("DSKC_OVERRIDE_SOURCE=a=b").env[0].second == "a=b");
 
   struct Bad {
     const char* spec;
@@ -38,13 +43,44 @@ TEST_CASE("--versus SPEC: switches and DSKC_* variables in order; every malforme
                                        {"PATH=/tmp", "'PATH=/tmp': only DSKC_*"},
                                        {"DSKC_=1", "'DSKC_=1': only DSKC_*"},
                                        {"=1", "'=1': only DSKC_*"},
-                                       {"DSKC_A=1,bf16,DSKC_A=2", "DSKC_A given twice"}}) {
+                                       {"DSKC_GELU=1,bf16,DSKC_GELU=2", "DSKC_GELU given twice"},
+                                       {"DSKC_LAYER_REGEN=main", "DSKC_LAYER_REGEN is not read when a layer is built"},
+                                       {"DSKC_TRAIN_PREFETCH=0", "so B would run as A"},
+                                       {"DSKC_CACHE_DIR=/tmp/x", "(the variables that are: DSKC_ATTENTION, "}}) {
     CAPTURE(b.spec);
     const std::string msg = error_of([&] { parse_versus(b.spec); }, ErrorKind::Usage);
     CHECK(msg.find(b.needle) != std::string::npos);
     CHECK(msg.find(std::string("--versus ") + b.spec) != std::string::npos);
     CHECK(msg.find("DSKC_NAME=VALUE") != std::string::npos);  // says what is accepted
   }
+}
+
+// The list of variables --versus accepts must be the ones the layer's build reads: every
+// env_choice / getenv of a DSKC_* name in the plan and the runtime, plus the module source
+// override. A variable added there without being listed (or listed and no longer read) fails here.
+TEST_CASE("--versus accepts exactly the DSKC_* variables read when a layer is built") {
+  auto read = [](const std::filesystem::path& f) {
+    std::ifstream in(f);
+    REQUIRE(in.good());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::regex reads(R"re((?:env_choice|getenv)\("(DSKC_[A-Z0-9_]+)")re");
+  std::set<std::string> found;
+  auto scan = [&](const std::filesystem::path& f) {
+    const std::string text = read(f);
+    for (std::sregex_iterator it(text.begin(), text.end(), reads), end; it != end; ++it) found.insert((*it)[1]);
+  };
+  const std::filesystem::path root = dskc_test::source_dir();
+  scan(root / "compiler/plan.cpp");
+  for (const auto& e : std::filesystem::directory_iterator(root / "runtime"))
+    if (e.path().extension() == ".cpp") scan(e.path());
+  CHECK(found.count("DSKC_DGRAD_GEMM") == 1);   // the scan finds the plan's variables
+  CHECK(found.count("DSKC_LAYER_STREAMS") == 1);  // and the layer constructor's
+  CHECK(read(root / "compiler/nvrtc_compile.cpp").find(R"(getenv("DSKC_OVERRIDE_SOURCE"))") != std::string::npos);
+  found.insert("DSKC_OVERRIDE_SOURCE");
+  const auto& listed = versus_variable_names();
+  CHECK(std::set<std::string>(listed.begin(), listed.end()) == found);
+  CHECK(listed.size() == found.size());  // no name listed twice
 }
 
 TEST_CASE("--versus: layer B is layer A with exactly the spec's switches on") {

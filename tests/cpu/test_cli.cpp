@@ -204,6 +204,8 @@ TEST_CASE("bad inputs exit with the documented code, name the file or key, and w
        "bench {cfg} --versus stochastic_mode,gelu_chekpoint", 2, {"--versus", "unknown item 'gelu_chekpoint'"}},
       {"bench --versus setting a variable that is not DSKC_*", ok.c_str(), "bench {cfg} --versus LD_PRELOAD=x", 2,
        {"'LD_PRELOAD=x'", "only DSKC_*"}},
+      {"bench --versus setting a DSKC_* variable no layer build reads", ok.c_str(),
+       "bench {cfg} --versus DSKC_TRAIN_PREFETCH=0", 2, {"DSKC_TRAIN_PREFETCH is not read when a layer is built"}},
       {"bench --versus with a switch the layer has already", ok.c_str(),
        "bench {cfg} --stochastic_mode --versus stochastic_mode", 2, {"the layer has stochastic_mode already"}},
       {"bench --versus with --iters", ok.c_str(), "bench {cfg} --versus bf16 --iters 5", 2,

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Next call (prepared in session 81, not yet run): where the memory flags' regeneration goes on the
+# side stream, read by paired A/Bs. exp/regen_ctor.patch is exp/regen_priority.patch (session 75) with
+# its DSKC_LAYER_REGEN / DSKC_OUTPUT_BIAS_EARLY read when the layer is built (the session-75 form reads
+# them at each backward call, after `--versus` has restored B's variables, so its B ran as A; --versus
+# now refuses variables no layer build reads, and test_bench_versus lists the ones it does: this patch's
+# two must be added to cli/versus.h's list with it, which the patch does).
+# Session 81's pairs (t21) put the first-on-the-side-stream regeneration of attention_dropout_checkpoint
+# and normalize_invertible at ~+2.7% of the replayed step beyond what it costs on one stream.
+# On an H200 also the side-by-side table (3 rounds) and the flags' and stochastic_mode's pairs.
+# bash exp/pack.sh 590 exp/s82a.sh
+. "$(dirname "$0")/common.sh"
+gpu_head
+apply_patch exp/regen_ctor.patch
+build_gpu -j16 dskc
+F3="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
+versus_runs versus_regen.txt "$F3:DSKC_LAYER_REGEN=dgrad" "$F3:DSKC_LAYER_REGEN=main" \
+  "--normalize_invertible:DSKC_LAYER_REGEN=main" "--attention_dropout_checkpoint:DSKC_LAYER_REGEN=main" \
+  "--normalize_invertible:DSKC_LAYER_REGEN=dgrad" "$F3:DSKC_OUTPUT_BIAS_EARLY=0"
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  versus_runs versus_flags_h200.txt :all_memory_flags :stochastic_mode ":DSKC_LAYER_GRAPHS=0"
+  compare_r3 585 3
+fi
+el done
