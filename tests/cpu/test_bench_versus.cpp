@@ -44,7 +44,7 @@ TEST_CASE("--versus SPEC: switches and DSKC_* variables in order; every malforme
                                        {"DSKC_=1", "'DSKC_=1': only DSKC_*"},
                                        {"=1", "'=1': only DSKC_*"},
                                        {"DSKC_GELU=1,bf16,DSKC_GELU=2", "DSKC_GELU given twice"},
-                                       {"DSKC_LAYER_REGEN=main", "DSKC_LAYER_REGEN is not read when a layer is built"},
+                                       {"DSKC_NO_SUCH_SWITCH=1", "DSKC_NO_SUCH_SWITCH is not read when a layer is built"},
                                        {"DSKC_TRAIN_PREFETCH=0", "so B would run as A"},
                                        {"DSKC_CACHE_DIR=/tmp/x", "(the variables that are: DSKC_ATTENTION, "}}) {
     CAPTURE(b.spec);
