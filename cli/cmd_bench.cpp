@@ -237,8 +237,8 @@ int cmd_bench(const Args& args) {
                "a paired A/B in one process: the layer against itself with SPEC's changes, comma-separated "
                "switches (attention_dropout_checkpoint, normalize_invertible, gelu_checkpoint, all_memory_flags, "
                "stochastic_mode, post_layer_norm, bf16, tanh_gelu) and DSKC_NAME=VALUE variables the second layer "
-               "is built under (those a layer's build reads); blocks of steps of each alternate, and it prints the median of the pairs' ratios "
-               "with a ~95% interval");
+               "is built under (those a layer's build reads); blocks of steps of each alternate, and it prints the "
+               "median of the pairs' ratios with a ~95% interval");
   p.add_int("pairs", &pairs, "with --versus: timed pairs of blocks (default 40)");
   p.add_int("block", &block, "with --versus: forward + backward steps per block (default 4)");
   if (!p.parse(args)) return 0;
