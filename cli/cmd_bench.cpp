@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/layer_args.h"
 #include "cli/versus.h"
+#include "compiler/codegen.h"
 #include "compiler/errors.h"
 #include "compiler/fileio.h"
 #include "compiler/scoped_env.h"
@@ -186,8 +187,12 @@ int bench_versus(const LayerConfig& cfg, const VersusSpec& spec, int B, int S, i
               cfg.stochastic_mode ? ", stochastic_mode" : "", spec.text.c_str());
   std::printf("kernels only in A: %s\nkernels only in B: %s\n", kernels_not_in(a.layer->plan(), b.layer->plan()).c_str(),
               kernels_not_in(b.layer->plan(), a.layer->plan()).c_str());
-  // (The modules' keys hash the source each was built from, so DSKC_OVERRIDE_SOURCE counts too.)
-  if (a.layer->module_key() == b.layer->module_key())
+  const bool b_override = std::any_of(spec.env.begin(), spec.env.end(), [](const auto& e) {
+    return e.first == "DSKC_OVERRIDE_SOURCE" && !e.second.empty();
+  });
+  if (b_override)
+    std::printf("generated source: B's replaced by DSKC_OVERRIDE_SOURCE's file\n");
+  else if (emit(a.layer->plan()).source == emit(b.layer->plan()).source)
     std::printf("generated source: B's is A's (the changes act in the runtime only, or leave the defaults)\n");
   else
     std::printf("generated source: B's differs from A's\n");

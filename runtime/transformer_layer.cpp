@@ -62,7 +62,6 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   BuildResult br = build_module(plan_, co, opt.use_cache, opt.cache_dir);
   from_cache_ = br.module.from_cache;
   build_ms_ = br.module.compile_ms;
-  module_key_ = br.module.cache_key;
   module_ = std::make_unique<LoadedModule>(ctx_, br.module.image);
   // Every kernel now: with lazy loading a kernel first used in backward would otherwise need
   // device memory for its code in the middle of a step (a full GPU then fails there).

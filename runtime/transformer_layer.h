@@ -89,9 +89,6 @@ class TransformerLayer : public GpuLayer {
   const LayerPlan& plan() const { return plan_; }
   bool module_from_cache() const { return from_cache_; }
   double module_build_ms() const { return build_ms_; }
-  // The module's cache key: the hash of the source it was built from (DSKC_OVERRIDE_SOURCE's too)
-  // and the compile options, so two layers with equal keys run the same code.
-  const std::string& module_key() const { return module_key_; }
 
   // Parameters and their gradients (dtype of the config), by DeepSpeed name.
   CUdeviceptr param(const std::string& name) const override;
@@ -161,7 +158,6 @@ class TransformerLayer : public GpuLayer {
   std::unique_ptr<Gemm> gemm_;
   bool from_cache_ = false;
   double build_ms_ = 0;
-  std::string module_key_;
   DeviceBuffer params_, grads_, saved_, ptr_arrays_, zero_mask_;
   DeviceBuffer ones_;  // [batch_size·max_seq] of 1 in T: the column-sum GEMMs' left operand (bias_grad_gemv)
   std::map<std::string, size_t> param_offset_;
