@@ -12,11 +12,17 @@
 . "$(dirname "$0")/common.sh"
 gpu_head
 apply_patch exp/regen_ctor.patch
-build_gpu -j16 dskc
+build_gpu -j16 dskc gpu_test_layer_behaviour
 F3="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
 versus_runs versus_regen.txt "$F3:DSKC_LAYER_REGEN=dgrad" "$F3:DSKC_LAYER_REGEN=main" \
   "--normalize_invertible:DSKC_LAYER_REGEN=main" "--attention_dropout_checkpoint:DSKC_LAYER_REGEN=main" \
   "--normalize_invertible:DSKC_LAYER_REGEN=dgrad" "$F3:DSKC_OUTPUT_BIAS_EARLY=0"
+# Each placement keeps the results bitwise those of one stream (the case builds its layers after the
+# variable is set, so the constructor reads it).
+for r in dgrad main; do
+  el "two streams, DSKC_LAYER_REGEN=$r"
+  ( export DSKC_LAYER_REGEN=$r; gpu_test two_streams_$r.log 150 gpu_test_layer_behaviour -tc="backward on two streams*" )
+done
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   versus_runs versus_flags_h200.txt :all_memory_flags :stochastic_mode ":DSKC_LAYER_GRAPHS=0"
   compare_r3 585 3
