@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# Next call (prepared in session 81, not yet run): where the memory flags' regeneration goes on the
-# side stream, read by paired A/Bs. exp/regen_ctor.patch is exp/regen_priority.patch (session 75) with
-# its DSKC_LAYER_REGEN / DSKC_OUTPUT_BIAS_EARLY read when the layer is built (the session-75 form reads
-# them at each backward call, after `--versus` has restored B's variables, so its B ran as A; --versus
-# now refuses variables no layer build reads, and test_bench_versus lists the ones it does: this patch's
-# two must be added to cli/versus.h's list with it, which the patch does).
+# Next call (prepared in session 81, revised in session 82): where the memory flags' regeneration goes
+# on the side stream, read by paired A/Bs. Session 82 made exp/regen_ctor.patch's two switches product
+# switches read when a layer is built (DSKC_LAYER_REGEN, DSKC_OUTPUT_BIAS_EARLY; defaults unchanged),
+# so `--versus` builds B under them (session 75's exp/regen_priority.patch read them at each backward
+# call, after `--versus` had restored B's variables, so its B ran as A).
 # Session 81's pairs (t21) put the first-on-the-side-stream regeneration of attention_dropout_checkpoint
 # and normalize_invertible at ~+2.7% of the replayed step beyond what it costs on one stream.
 # On an H200 also the side-by-side table (3 rounds) and the flags' and stochastic_mode's pairs.
 # bash exp/pack.sh 590 exp/s82a.sh
 . "$(dirname "$0")/common.sh"
 gpu_head
-apply_patch exp/regen_ctor.patch
 build_gpu -j16 dskc gpu_test_layer_behaviour
 F3="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
 versus_runs versus_regen.txt "$F3:DSKC_LAYER_REGEN=dgrad" "$F3:DSKC_LAYER_REGEN=main" \

@@ -104,6 +104,8 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
     attn_bwd_clusters_ = cap > 0 ? std::min(cap, clusters) : clusters;
   }
   gemm_ = std::make_unique<Gemm>(ctx_, cfg.dtype(), cfg.stochastic_mode && opt.gemm_autotune);
+  regen_ = layer_regen_from_env();
+  output_bias_early_ = output_bias_early_from_env();
   side_enabled_ = cfg.training && (opt.side_stream < 0 ? layer_side_stream_from_env() : opt.side_stream != 0);
   graphs_ = opt.cuda_graphs < 0 ? layer_graphs_from_env() : opt.cuda_graphs != 0;
   const size_t eb = dtype_bytes(cfg.dtype());
@@ -163,6 +165,21 @@ int ln_bits_word_blocks(int grid, int wave_blocks) {
   // after the others are done; a fuller one overlaps the others' tails, so it keeps its share.
   const int tail = grid % wave_blocks;
   return 2 * tail < wave_blocks ? grid - tail : grid;
+}
+
+RegenPlacement layer_regen_from_env() {
+  return env_choice("DSKC_LAYER_REGEN", RegenPlacement::Early,
+                    {{"early", RegenPlacement::Early},
+                     {"dgrad", RegenPlacement::AfterOutputDgrad},
+                     {"main", RegenPlacement::Main}},
+                    "\"early\" (the default: first on the side stream), \"dgrad\" (on the side stream after the "
+                    "FFN's output data gradient) or \"main\" (on the main stream where they are needed)");
+}
+
+bool output_bias_early_from_env() {
+  return env_choice("DSKC_OUTPUT_BIAS_EARLY", true, {{"1", true}, {"0", false}},
+                    "1 (the default: under gelu_checkpoint output_b's column sum goes to the side stream first) "
+                    "or 0 (next to the output_w gradient)");
 }
 
 bool layer_side_stream_from_env() {
@@ -738,8 +755,10 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
       gemm(name, {false, false, rows, n, k, k, n, n}, dy, param(weight), out);
     }
   };
-  const bool regenerate_early = side_;
-  if (regenerate_early) {
+  // (DSKC_LAYER_REGEN: on the side stream first, after the output data gradient, or on the main stream.)
+  const bool regenerate_early = side_ && regen_ != RegenPlacement::Main;
+  const bool regenerate_after_dgrad = regenerate_early && regen_ == RegenPlacement::AfterOutputDgrad;
+  if (regenerate_early && !regenerate_after_dgrad) {
     regenerate_bits(true);
     regenerate_ln(true);
   }
@@ -784,7 +803,7 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
   // runs after it; its bias column sum needs only d_o and goes to the side stream now, where the
   // side stream would otherwise idle until GELU(h) is back (measured: bench/NOTES.md v29).
   const GemmShape output_wgrad_shape{true, false, H, I, rows, H, I, I};
-  const bool output_bias_early = c.gelu_checkpoint && plan_.bias_grad_gemv;
+  const bool output_bias_early = c.gelu_checkpoint && plan_.bias_grad_gemv && output_bias_early_;
   auto output_wgrad = [&] {
     gemm_side("gemm_output_wgrad", output_wgrad_shape, d_o, t("ffn_gelu_out"), grad("output_w"),
               output_bias_early ? 0 : epi_bias("output_b"));
@@ -813,6 +832,10 @@ void TransformerLayer::backward_calls(CUdeviceptr grad_output, CUdeviceptr grad_
     kp::BiasGeluBwd p{P(gi), P(t("ffn_pre_gelu")), P(c.gelu_checkpoint ? t("ffn_gelu_out") : 0), F(part), rows};
     run_kernel("bias_gelu_bwd", &p, rows);
     if (!epi) reduce("param_grad_reduce_inter", part, parts, grad("inter_b"), 0);
+  }
+  if (regenerate_after_dgrad) {
+    regenerate_bits(true);
+    regenerate_ln(true);
   }
   if (c.gelu_checkpoint) output_wgrad();
   gemm_side("gemm_inter_wgrad", {true, false, I, H, rows, I, H, H}, gi, t("ln_attn_out"), grad("inter_w"),

@@ -75,6 +75,17 @@ bool layer_side_stream_from_env();
 bool layer_graphs_from_env();
 // DSKC_LN_BITS_BLOCKS: unset, "" or "waves" -> true; "all" -> false; else Error(Config).
 bool ln_bits_whole_waves_from_env();
+// Where a two-stream backward enqueues what the memory flags make it regenerate (the attention keep
+// bits under attn_dropout_checkpoint, Pre-LN's first LayerNorm output under normalize_invertible):
+// first on the side stream (Early), on the side stream after the FFN's output data gradient is
+// enqueued (AfterOutputDgrad), or on the main stream where they are needed (Main, as on one stream).
+// Same kernels, same results. DSKC_LAYER_REGEN: unset, "" or "early", "dgrad", "main".
+enum class RegenPlacement { Early, AfterOutputDgrad, Main };
+RegenPlacement layer_regen_from_env();
+// DSKC_OUTPUT_BIAS_EARLY: unset, "" or "1" -> true (under gelu_checkpoint with column-sum bias
+// gradients, output_b's sum goes to the side stream before the FFN's output data gradient); "0" ->
+// false (next to the output_w gradient).
+bool output_bias_early_from_env();
 // The blocks of a layernorm_fwd_bits grid of `grid` blocks that draw the attention keep words, where
 // wave_blocks blocks are resident at once on the GPU (0: every block draws): the grid less its last
 // wave where that wave fills less than half the GPU, else the whole grid (bench/NOTES.md v46).
@@ -174,6 +185,8 @@ class TransformerLayer : public GpuLayer {
   int sm_count_ = 1;          // multiprocessors (persistent gemm_sm90 grids)
   int ln_bits_wave_blocks_ = 0;  // resident layernorm_fwd_bits blocks of the GPU (0: every block draws words)
   int attn_bwd_clusters_ = 1;    // clusters of the persistent attn_flash_bwd_dkdv (plan attn_bwd_persist)
+  RegenPlacement regen_ = RegenPlacement::Early;  // DSKC_LAYER_REGEN at construction
+  bool output_bias_early_ = true;                 // DSKC_OUTPUT_BIAS_EARLY at construction
   bool side_enabled_ = true;  // LayerOptions::side_stream resolved
   bool side_ = false;         // the current backward uses the side stream
   GemmLane side_lane_;

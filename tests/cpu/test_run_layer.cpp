@@ -156,6 +156,27 @@ TEST_CASE("DSKC_LN_BITS_BLOCKS: waves or all, anything else names the variable")
   check_switch_env("DSKC_LN_BITS_BLOCKS", ln_bits_whole_waves_from_env, "waves", "all", "half");
 }
 
+TEST_CASE("DSKC_OUTPUT_BIAS_EARLY: 1 or 0, anything else names the variable") {
+  check_switch_env("DSKC_OUTPUT_BIAS_EARLY", output_bias_early_from_env, "1", "0", "yes");
+}
+
+TEST_CASE("DSKC_LAYER_REGEN: early, dgrad or main, anything else names the variable") {
+  {
+    dskc_test::ScopedEnv unset("DSKC_LAYER_REGEN", nullptr);
+    CHECK(layer_regen_from_env() == RegenPlacement::Early);
+  }
+  const std::pair<const char*, RegenPlacement> words[] = {
+      {"", RegenPlacement::Early}, {"early", RegenPlacement::Early},
+      {"dgrad", RegenPlacement::AfterOutputDgrad}, {"main", RegenPlacement::Main}};
+  for (const auto& [word, want] : words) {
+    CAPTURE(word);
+    dskc_test::ScopedEnv v("DSKC_LAYER_REGEN", word);
+    CHECK(layer_regen_from_env() == want);
+  }
+  dskc_test::ScopedEnv v("DSKC_LAYER_REGEN", "side");
+  CHECK_THROWS_WITH_AS(layer_regen_from_env(), doctest::Contains("DSKC_LAYER_REGEN=side"), Error);
+}
+
 TEST_CASE("layernorm_fwd_bits: a last wave of less than half the GPU draws no keep words") {
   // BERT-Large at 8192 rows: 2048 blocks of four rows, 7 resident per SM on 132 SMs (924 a wave):
   // 2.2 waves, the last 200 blocks only normalize.
