@@ -74,6 +74,9 @@ std::string emit_config_header(const LayerPlan& plan) {
                                           : "the FFN's GEMMs run in cuBLASLt");
   o << fmt::format("constexpr int kGemmGeluRegions = {0};  // gemm_sm90's GELU epilogue: {0} regions per warpgroup, {1} stages\n",
                    plan.gemm_gelu_regions, gemm_sm90_stages(plan.gemm_gelu_regions));
+  o << fmt::format("constexpr bool kGemmDynamicTiles = {};  // gemm_sm90's tiles: {}\n", plan.gemm_dynamic_tiles,
+                   plan.gemm_dynamic_tiles ? "each block takes the next from a global counter (DSKC_GEMM_TILES=dynamic)"
+                                           : "block b computes tiles b, b + grid, ...");
   o << fmt::format("constexpr bool kLinearGemmSm90 = {};  // {}\n", plan.linear_gemm_sm90,
                    plan.linear_gemm_sm90 ? "the forward's QKV, attention-output and output GEMMs are gemm_sm90 kernels"
                                          : "the forward's QKV, attention-output and output GEMMs run in cuBLASLt");

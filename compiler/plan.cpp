@@ -268,6 +268,12 @@ int gemm_gelu_regions_from_env() {
                     "five pipeline stages) or \"3\" (three regions, four stages)");
 }
 
+bool gemm_dynamic_tiles_from_env() {
+  return env_choice("DSKC_GEMM_TILES", false, {{"static", false}, {"dynamic", true}},
+                    "\"static\" (the default: block b of gemm_sm90's persistent grid computes tiles b, b + grid, "
+                    "...) or \"dynamic\" (each block takes the next tile from a global counter)");
+}
+
 int flash_fwd_smem_bytes(int head_dim, int stages, bool byte_flags, bool word_flags) {
   const int rows = 64, keys = head_dim <= 64 ? 64 : 32;
   return 2 * (head_dim + 8) * (rows + 2 * stages * keys) + 4 * keys + (byte_flags ? rows * keys : 16) +
@@ -547,6 +553,7 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   if (plan.ffn_gemm_sm90) plan.gelu_in_gemm = false;
   plan.gemm_gelu_regions = opt.gemm_gelu_regions == 0 ? gemm_gelu_regions_from_env() : opt.gemm_gelu_regions;
   DSKC_ASSERT(plan.gemm_gelu_regions == 2 || plan.gemm_gelu_regions == 3, "PlanOptions::gemm_gelu_regions is 0, 2 or 3");
+  plan.gemm_dynamic_tiles = gemm_dynamic_tiles_from_env();
   const bool sm90 = plan.ffn_gemm_sm90, sm90_bwd = plan.ffn_gemm_sm90_bwd;
   const LinearGemm linear_src = opt.linear_gemm == LinearGemm::FromEnvironment ? linear_gemm_from_env() : opt.linear_gemm;
   plan.linear_gemm_sm90 = linear_src == LinearGemm::Sm90 && linear_gemm_sm90_supported(c, opt.arch);

@@ -158,6 +158,11 @@ struct LayerPlan {
   // Epilogue regions per math warpgroup of the forward's GELU gemm_sm90 (gemm_inter_fwd; kGemmGeluRegions):
   // 2 or 3, which leaves room for 5 or 4 pipeline stages (DSKC_GEMM_GELU_REGIONS; bench/NOTES.md v42).
   int gemm_gelu_regions = 2;
+  // gemm_sm90's tile schedule (kGemmDynamicTiles): false, block b of the persistent grid computes tiles
+  // b, b + grid, ...; true (DSKC_GEMM_TILES=dynamic), each block's producer takes the next tile from a
+  // counter in global memory (TransformerLayer's gemm_sched, reset by the kernel's last block), so
+  // blocks that start late, their SMs held by the side stream's kernels, take fewer tiles.
+  bool gemm_dynamic_tiles = false;
   // stochastic_mode with AttnDq::Atomic (DSKC_ATTN_DQ=atomic), fused attention in training:
   // single-pass attention backward. Instead of attn_flash_bwd_dkdv + a dQ GEMM or kernel,
   // attn_flash_bwd_dkdvdq computes dK, dV per key tile and adds the tile's dQ share with atomics
@@ -503,6 +508,8 @@ int flash_wg_fwd_smem_bytes(int stages, int max_seq);
 int attn_fwd_stages_from_env();
 // Reads DSKC_GEMM_GELU_REGIONS (unset, "" -> 2; "2", "3"); any other value is an Error(Config).
 int gemm_gelu_regions_from_env();
+// DSKC_GEMM_TILES: unset, "" or "static" -> false; "dynamic" -> true; else Error(Config).
+bool gemm_dynamic_tiles_from_env();
 // Reads DSKC_BIAS_GRAD (unset, "", "gemv" -> Gemv; "epilogue" -> Epilogue; "partials" -> Partials); any
 // other value is an Error(Config) naming the variable.
 BiasGrad bias_grad_from_env();

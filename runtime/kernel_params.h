@@ -165,6 +165,7 @@ struct GemmSm90 {
   Ptr bias;          // [N] (forward GELU, kBias, kBiasDropoutResidual)
   int m;
   DropoutArgs rng;   // kBiasDropoutResidual (the FFN output's hidden dropout)
+  Ptr sched;         // kGemmDynamicTiles: [2] uint32 counters, zero between launches
 };
 struct WeightTranspose {
   Ptr in, out;
@@ -172,7 +173,7 @@ struct WeightTranspose {
 
 static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) == 128);
 static_assert(sizeof(GemmSm90) == 768);
-static_assert(offsetof(GemmSm90, bias) == 640);
+static_assert(offsetof(GemmSm90, bias) == 640 && offsetof(GemmSm90, sched) == 672);
 static_assert(sizeof(WeightTranspose) == 16);
 static_assert(sizeof(DropoutArgs) == 16);
 static_assert(sizeof(AttnFlashFwd) == 64);

@@ -131,6 +131,12 @@ TransformerLayer::TransformerLayer(Context& ctx, const LayerConfig& cfg, const L
   zero_mask_ = DeviceBuffer(ctx_, static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length * eb);
   DSKC_CU(cuMemsetD8Async(zero_mask_.ptr(), 0, zero_mask_.bytes(), ctx_.stream()));
   if (grads_.bytes()) DSKC_CU(cuMemsetD8Async(grads_.ptr(), 0, grads_.bytes(), ctx_.stream()));
+  // DSKC_GEMM_TILES=dynamic: gemm_sm90's tile counter and finished-block counter, zero between its
+  // launches (its last block resets them); every gemm_sm90 of the layer runs on the main stream.
+  if (plan_.gemm_dynamic_tiles) {
+    gemm_sched_ = DeviceBuffer(ctx_, 2 * sizeof(uint32_t));
+    DSKC_CU(cuMemsetD32Async(gemm_sched_.ptr(), 0, 2, ctx_.stream()));
+  }
   if (cfg.training && plan_.bias_grad_gemv) {
     const size_t words = (static_cast<size_t>(cfg.batch_size) * cfg.max_seq_length + 1) / 2;
     ones_ = DeviceBuffer(ctx_, words * 4);
@@ -415,6 +421,7 @@ kp::GemmSm90 TransformerLayer::gemm_sm90_operands(CUdeviceptr a, CUdeviceptr b, 
   if (gelu) g.gelu = tma_kmajor_128b(gelu, t, rows, n, n, kGemmSm90EpiBoxRows);
   if (pre) g.pre = tma_kmajor_128b(pre, t, rows, n, n, kGemmSm90EpiBoxRows);
   g.m = rows;
+  g.sched = reinterpret_cast<kp::Ptr>(gemm_sched_.ptr());
   return g;
 }
 

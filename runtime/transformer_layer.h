@@ -170,6 +170,7 @@ class TransformerLayer : public GpuLayer {
   bool from_cache_ = false;
   double build_ms_ = 0;
   DeviceBuffer params_, grads_, saved_, ptr_arrays_, zero_mask_;
+  DeviceBuffer gemm_sched_;  // plan gemm_dynamic_tiles: gemm_sm90's two counters
   DeviceBuffer ones_;  // [batch_size·max_seq] of 1 in T: the column-sum GEMMs' left operand (bias_grad_gemv)
   std::map<std::string, size_t> param_offset_;
   std::map<std::string, size_t> saved_offset_;      // at max batch/seq

@@ -121,7 +121,9 @@ struct GemmSm90Params {
   const T* bias;             // [kN] (kBiasGelu*, kBias, kBiasDropoutResidual)
   int m;
   DropoutArgs rng;           // kBiasDropoutResidual: the FFN output's hidden dropout
+  unsigned* sched;           // kGemmDynamicTiles: [2] the next tile, the blocks done; zero between launches
 };
+static_assert(sizeof(GemmSm90Params) == 768, "GemmSm90Params mirrors runtime/kernel_params.h's GemmSm90");
 
 namespace gemm_detail {
 template <typename E>
@@ -191,7 +193,18 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   auto tile_m0 = [&](int tile) { return tile / kTilesN * G::kBlockM; };
   auto tile_n0 = [&](int tile) { return tile % kTilesN * G::kBlockN; };
   const int wg = sm90::warpgroup_index(), t = threadIdx.x % 128;
+  // kGemmDynamicTiles: the producer takes each next tile from a global counter (atomicAdd) instead of
+  // the static sequence blockIdx.x + j·gridDim.x, so blocks that start late (their SMs busy with the
+  // other stream's kernels) take fewer tiles; it passes the j-th tile to the math warpgroups through
+  // an 8-slot ring in shared memory (slot j % 8, mbarrier phase j / 8), at least one tile ahead. A
+  // tile's arithmetic does not depend on the block that computes it: the same results bitwise.
+  constexpr bool kDynamic = kGemmDynamicTiles;
+  __shared__ int tile_ring[8];
+  __shared__ unsigned long long tile_bar[8];
+  auto tile_slot_bar = [&](int j) { return sm90::smem_u32(&tile_bar[j % 8]); };
   if (threadIdx.x == 0) {
+    if constexpr (kDynamic)
+      for (int s = 0; s < 8; ++s) sm90::mbar_init(tile_slot_bar(s), 1);
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(full(s), 1);   // the producer's arrive_expect_tx (+ the TMA bytes)
       sm90::mbar_init(empty(s), 1);  // the math warpgroup that read the stage
@@ -210,7 +223,40 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
     if (t == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      // kDynamic: the next tile from the counter, `tiles` once it is past the last; the block that
+      // finds it so last of all resets both counters for the next launch (every block has then taken
+      // its last tile: no atomicAdd on the counter follows).
+      bool exhausted = false;
+      auto take = [&]() -> int {
+        if (exhausted) return tiles;
+        const int id = static_cast<int>(atomicAdd(&p.sched[0], 1u));
+        if (id < tiles) return id;
+        exhausted = true;
+        if (atomicAdd(&p.sched[1], 1u) == gridDim.x - 1) {
+          atomicExch(&p.sched[0], 0u);
+          atomicExch(&p.sched[1], 0u);
+        }
+        return tiles;
+      };
+      auto put = [&](int j, int id) {  // the j-th tile to the math warpgroups
+        tile_ring[j % 8] = id;
+        sm90::mbar_arrive(tile_slot_bar(j));
+      };
+      // kDynamic: tiles j + 1 and j + 2 of this block while tile j's blocks are loaded
+      int first = 0, next = 0, after = 0;
+      if constexpr (kDynamic) {
+        first = take();
+        put(0, first);
+        next = take();
+        put(1, next);
+      }
+      auto advance = [&] {
+        const int n = next;
+        next = after;
+        return n;
+      };
+      for (int j = 0, tile = kDynamic ? first : blockIdx.x; tile < tiles;
+           ++j, tile = kDynamic ? advance() : tile + gridDim.x) {
         const int m0 = tile_m0(tile), n0 = tile_n0(tile);
         for (int kb = 0; kb < kKBlocks; ++kb) {
           sm90::mbar_wait(empty(stage), phase ^ 1u);
@@ -226,6 +272,10 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
+          }
+          if (kDynamic && kb == 0) {  // the tile after next, while this one's first block loads
+            after = take();
+            put(j + 2, after);
           }
         }
       }
@@ -265,7 +315,13 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
   };
   float acc0[64], acc1[64];
   uint32_t hphase = 0;
-  for (int j = c, tile = blockIdx.x + c * gridDim.x; tile < tiles; j += 2, tile += 2 * gridDim.x) {
+  // kDynamic: the j-th tile of this block from the producer's ring (`tiles` past the last).
+  auto ring_tile = [&](int j) -> int {
+    sm90::mbar_wait(tile_slot_bar(j), (j / 8) & 1);
+    return *reinterpret_cast<volatile int*>(&tile_ring[j % 8]);
+  };
+  for (int j = c, tile = kDynamic ? ring_tile(c) : blockIdx.x + c * gridDim.x; tile < tiles;
+       j += 2, tile = kDynamic ? ring_tile(j) : tile + 2 * gridDim.x) {
     const int m0 = tile_m0(tile), n0 = tile_n0(tile);
     int stage = j * kKBlocks % kStages, prev = 0;
     uint32_t phase = (j * kKBlocks / kStages) & 1u;
@@ -315,7 +371,8 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         phase ^= 1u;
       }
     }
-    if (tile + gridDim.x < tiles) sm90::turn_give(1 - c);  // the other warpgroup has a next tile
+    // the other warpgroup has a next tile
+    if ((kDynamic ? ring_tile(j + 1) : tile + gridDim.x) < tiles) sm90::turn_give(1 - c);
     sm90::wgmma_wait<0>();
     sm90::fence_operands(acc0);
     sm90::fence_operands(acc1);

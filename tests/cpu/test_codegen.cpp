@@ -3331,6 +3331,32 @@ TEST_CASE("whole modules compile: inference, no dropout, tanh GELU, intermediate
   for (const auto& c : cases) compile_module(c);
 }
 
+// DSKC_GEMM_TILES=dynamic: gemm_sm90's producer takes each tile from a global counter; every epilogue
+// (the FFN's GELU GEMMs with and without gelu_checkpoint, the forward's linear GEMMs, the data
+// gradients on weights read N-major) builds for sm_90 with it, and the config says which schedule.
+TEST_CASE("whole modules compile with gemm_sm90's dynamic tile schedule (DSKC_GEMM_TILES=dynamic)") {
+  using enum DType;
+  {
+    const dskc_test::ScopedEnv unset("DSKC_GEMM_TILES", nullptr);
+    LayerPlan p = make_plan(bert_large(), PlanOptions{.arch = "sm_90"});
+    CHECK_FALSE(p.gemm_dynamic_tiles);
+    CHECK(emit_config_header(p).find("constexpr bool kGemmDynamicTiles = false;") != std::string::npos);
+  }
+  for (const char* bad : {"1", "stream-k", "Dynamic"})
+    check_env_error("DSKC_GEMM_TILES", bad, "static", "dynamic", [] { gemm_dynamic_tiles_from_env(); });
+  const dskc_test::ScopedEnv env("DSKC_GEMM_TILES", "dynamic");
+  const LayerPlan p = make_plan(bert_large(), PlanOptions{.arch = "sm_90"});
+  CHECK(p.gemm_dynamic_tiles);
+  CHECK(emit_config_header(p).find("constexpr bool kGemmDynamicTiles = true;") != std::string::npos);
+  const ModuleCase cases[] = {
+      {.hidden = 1024, .heads = 16, .seq = 128, .dtype = F16, .arch = "sm_90"},
+      {.hidden = 1024, .heads = 16, .seq = 512, .dtype = BF16, .arch = "sm_90", .flags = kAllFlags},
+      {.hidden = 768, .heads = 12, .seq = 128, .dtype = F16, .arch = "sm_90", .pre_ln = false,
+       .dgrad_gemm = DgradGemm::Sm90, .linear_gemm = LinearGemm::Sm90},
+  };
+  for (const auto& c : cases) compile_module(c);
+}
+
 TEST_CASE("whole modules compile with attn_flash_fwd's two K/V buffers (DSKC_ATTN_FWD_STAGES=2), head dims 16..128") {
   constexpr DType F16 = DType::F16, BF16 = DType::BF16;
   const ModuleCase cases[] = {

@@ -416,12 +416,15 @@ namespace {
 // A stack of `layers` layers sharing one Context (so they share the workspace, as in training):
 // two steps of forward through the stack and backward in reverse; returns the last step's input
 // gradient and every layer's parameter gradients.
-std::vector<Run> run_stack(Context& ctx, const LayerConfig& c, int layers, int B, int S, int side_stream) {
+// cuda_graphs: LayerOptions::cuda_graphs (1: the second step replays captured graphs).
+std::vector<Run> run_stack(Context& ctx, const LayerConfig& c, int layers, int B, int S, int side_stream,
+                           int cuda_graphs = 0) {
   std::vector<std::unique_ptr<TransformerLayer>> stack;
   for (int l = 0; l < layers; ++l) {
     LayerOptions opt;
     opt.layer_id = static_cast<uint32_t>(l);
     opt.side_stream = side_stream;
+    opt.cuda_graphs = cuda_graphs;
     stack.push_back(std::make_unique<TransformerLayer>(ctx, c, opt));
     stack.back()->set_params(init_layer_params(c, 3 + static_cast<uint64_t>(l)));
   }
@@ -476,6 +479,56 @@ TEST_CASE("backward on two streams gives bitwise the results of one stream") {
     for (size_t l = 0; l < one.size(); ++l)
       for (auto& [name, v] : one[l].grads) CHECK_MESSAGE(two[l].grads[name] == v, "layer " << l << " " << name);
   }
+}
+
+// DSKC_GEMM_TILES=dynamic: gemm_sm90's blocks take their tiles from a global counter instead of
+// the static sequence. A tile's arithmetic does not depend on the block that computes it, so a stack
+// of three layers (six gemm_sm90 launches a step at least, two steps: the counters must be back at
+// zero after every launch, or a later launch computes too few tiles) gives bitwise the results of
+// the static schedule, launched and replayed from CUDA graphs, on both streams: the FFN's GELU
+// GEMMs with and without gelu_checkpoint, and every gemm_sm90 epilogue of DSKC_LINEAR_GEMM=sm90 +
+// DSKC_DGRAD_GEMM=sm90 (bias, plain, the weights read N-major), Post-LN, bf16, a partial row tile.
+TEST_CASE("gemm_sm90's dynamic tile schedule gives bitwise the results of the static one") {
+  dskc_test::require_gpu();
+  if (detect_gpu_arch(0).value_or("") != "sm_90") {
+    std::printf("SKIPPED: gemm_sm90 runs on sm_90 GPUs only\n");
+    return;
+  }
+  Context ctx;
+  struct Case {
+    const char* name;
+    DType t;
+    bool pre, flags, linear_dgrad;
+    int B, S;
+  } cases[] = {{"fp16 Pre-LN", DType::F16, true, false, false, 8, 128},
+               {"fp16 Pre-LN all flags", DType::F16, true, true, false, 8, 128},
+               {"bf16 Post-LN, 3 x 77 rows", DType::BF16, false, false, false, 3, 77},
+               {"fp16 Pre-LN, linear + data-gradient GEMMs gemm_sm90", DType::F16, true, false, true, 8, 128},
+               {"bf16 Post-LN all flags, linear + data-gradient GEMMs gemm_sm90", DType::BF16, false, true, true, 4, 128}};
+  for (const auto& k : cases)
+    for (int graphs : {0, 1}) {
+      INFO(k.name << (graphs ? ", replayed" : ", launched"));
+      LayerConfig c = large_cfg(k.t, k.pre, k.B, k.S);
+      c.attn_dropout_checkpoint = c.normalize_invertible = c.gelu_checkpoint = k.flags;
+      const dskc_test::ScopedEnv linear("DSKC_LINEAR_GEMM", k.linear_dgrad ? "sm90" : nullptr);
+      const dskc_test::ScopedEnv dgrad("DSKC_DGRAD_GEMM", k.linear_dgrad ? "sm90" : nullptr);
+      std::vector<Run> fixed, dynamic;
+      {
+        const dskc_test::ScopedEnv tiles("DSKC_GEMM_TILES", "static");
+        fixed = run_stack(ctx, c, 3, k.B, k.S, 1, graphs);
+      }
+      {
+        const dskc_test::ScopedEnv tiles("DSKC_GEMM_TILES", "dynamic");
+        TransformerLayer probe(ctx, c);
+        REQUIRE(probe.plan().gemm_dynamic_tiles);
+        REQUIRE(probe.plan().ffn_gemm_sm90);
+        REQUIRE(probe.plan().linear_gemm_sm90 == k.linear_dgrad);
+        dynamic = run_stack(ctx, c, 3, k.B, k.S, 1, graphs);
+      }
+      CHECK(dynamic[0].dx == fixed[0].dx);
+      for (size_t l = 0; l < fixed.size(); ++l)
+        for (auto& [name, v] : fixed[l].grads) CHECK_MESSAGE(dynamic[l].grads[name] == v, "layer " << l << " " << name);
+    }
 }
 
 // dskc bench --timeline's profiler: with a timeline it keeps the side stream (the weight gradients
