@@ -10,7 +10,7 @@
 # and normalize_invertible at ~+2.7% of the replayed step beyond what it costs on one stream; a static
 # tile schedule makes a persistent gemm_sm90 whose blocks start late (SMs held by side-stream kernels)
 # finish late.
-# bash exp/pack.sh 590 exp/s82a.sh
+# bash exp/pack.sh 590 exp/s82a.sh [END]   (END: seconds after the start by which ctest stops; 585)
 . "$(dirname "$0")/common.sh"
 gpu_head
 build_gpu -j16
@@ -28,5 +28,5 @@ for r in dgrad main; do
   ( export DSKC_LAYER_REGEN=$r; gpu_test two_streams_$r.log 150 gpu_test_layer_behaviour -tc="backward on two streams*" )
 done
 # The whole GPU suite on this build, in what is left of the call.
-ctest_gpu 16 $(( 585 - $(date +%s) + t0 )) 300
+ctest_gpu 16 $(( ${1:-585} - $(date +%s) + t0 )) 300
 el done
