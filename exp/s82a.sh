@@ -16,7 +16,7 @@ gpu_head
 build_gpu -j16
 F3="--attention_dropout_checkpoint --normalize_invertible --gelu_checkpoint"
 el "dynamic tiles: bitwise"
-DYN=(":DSKC_GEMM_TILES=dynamic" "$F3:DSKC_GEMM_TILES=dynamic")
+DYN=(":DSKC_GEMM_TILES=dynamic" "$F3:DSKC_GEMM_TILES=dynamic" "$F3:DSKC_GEMM_TILES=dynamic,DSKC_LAYER_REGEN=main")
 ( gpu_test dynamic_tiles.log 120 gpu_test_layer_behaviour -tc="gemm_sm90's dynamic*" ) || DYN=()
 el "pairs"
 versus_runs versus_s82.txt "${DYN[@]}" "$F3:DSKC_LAYER_REGEN=dgrad" "$F3:DSKC_LAYER_REGEN=main" \
