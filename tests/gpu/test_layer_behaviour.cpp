@@ -416,9 +416,10 @@ namespace {
 // A stack of `layers` layers sharing one Context (so they share the workspace, as in training):
 // two steps of forward through the stack and backward in reverse; returns the last step's input
 // gradient and every layer's parameter gradients.
-// cuda_graphs: LayerOptions::cuda_graphs (1: the second step replays captured graphs).
+// cuda_graphs: LayerOptions::cuda_graphs (1: the second step replays captured graphs; -1: from
+// DSKC_LAYER_GRAPHS, off unless set).
 std::vector<Run> run_stack(Context& ctx, const LayerConfig& c, int layers, int B, int S, int side_stream,
-                           int cuda_graphs = 0) {
+                           int cuda_graphs = -1) {
   std::vector<std::unique_ptr<TransformerLayer>> stack;
   for (int l = 0; l < layers; ++l) {
     LayerOptions opt;
