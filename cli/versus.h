@@ -49,7 +49,7 @@ inline const std::vector<std::string>& versus_variable_names() {
       "DSKC_FFN_GEMM",       "DSKC_GELU",            "DSKC_GELU_CKPT_SCRATCH", "DSKC_GELU_SAVE",
       "DSKC_GEMM_GELU_REGIONS", "DSKC_GEMM_TUNE_LOG", "DSKC_LAYER_GRAPHS",     "DSKC_LAYER_STREAMS",
       "DSKC_LINEAR_GEMM",    "DSKC_LN_BITS_BLOCKS",  "DSKC_LN_BWD",            "DSKC_OUTPUT_GEMM",
-      "DSKC_SM90_WEIGHT",    "DSKC_OVERRIDE_SOURCE", "DSKC_LAYER_REGEN",   "DSKC_OUTPUT_BIAS_EARLY",
+      "DSKC_SM90_WEIGHT",    "DSKC_OVERRIDE_SOURCE", "DSKC_LAYER_REGEN",       "DSKC_OUTPUT_BIAS_EARLY",
       "DSKC_GEMM_TILES"};
   return names;
 }
