@@ -232,6 +232,7 @@ __device__ __forceinline__ void gemm_sm90_impl(const GemmSm90Params& p) {
         const int id = static_cast<int>(atomicAdd(&p.sched[0], 1u));
         if (id < tiles) return id;
         exhausted = true;
+        __threadfence();  // this block's last take is ordered before its count, so before the reset
         if (atomicAdd(&p.sched[1], 1u) == gridDim.x - 1) {
           atomicExch(&p.sched[0], 0u);
           atomicExch(&p.sched[1], 0u);
