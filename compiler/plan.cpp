@@ -127,11 +127,15 @@ LnBwd ln_bwd_from_env() {
 
 AttnBitsBwd attn_bits_bwd_from_env() {
   return env_choice("DSKC_ATTN_BITS_BWD", AttnBitsBwd::Auto,
-                    {{"auto", AttnBitsBwd::Auto}, {"dot", AttnBitsBwd::Dot}, {"kernel", AttnBitsBwd::Kernel}},
+                    {{"auto", AttnBitsBwd::Auto},
+                     {"dot", AttnBitsBwd::Dot},
+                     {"kernel", AttnBitsBwd::Kernel},
+                     {"saved", AttnBitsBwd::Saved}},
                     "\"auto\" (the default: under attn_dropout_checkpoint the backward rewrites the keep bits in "
                     "the LayerNorm re-run of Pre-LN + normalize_invertible, else with the standalone "
-                    "attn_dropout_bits_bwd), \"dot\" (in attn_flash_bwd_dot's launch) or \"kernel\" (always "
-                    "attn_dropout_bits_bwd)");
+                    "attn_dropout_bits_bwd), \"dot\" (in attn_flash_bwd_dot's launch), \"kernel\" (always "
+                    "attn_dropout_bits_bwd) or \"saved\" (the forward's bits are kept, as DeepSpeed keeps its "
+                    "dropout mask: nothing rewritten)");
 }
 
 OutputGemm output_gemm_from_env() {
@@ -514,9 +518,10 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
   const bool pre = c.pre_layer_norm;
   const bool train = c.training;
   const bool attn_drop = train && c.attn_dropout_ratio > 0;
-  // Fused attention dropout: the backward reads keep bits, saved unless attn_dropout_checkpoint.
+  // Fused attention dropout: the backward reads keep bits, saved unless attn_dropout_checkpoint (and
+  // then too with DSKC_ATTN_BITS_BWD=saved).
   const bool bits = fused && attn_drop;
-  const bool bits_saved = bits && !c.attn_dropout_checkpoint;
+  const bool bits_saved = bits && (!c.attn_dropout_checkpoint || bits_bwd_src == AttnBitsBwd::Saved);
   plan.attn_keep_bits = bits;
   plan.attn_keep_bits_saved = bits_saved;
   plan.attn_mask_kernel = bits && (mask_src == AttnMask::Kernel || mask_src == AttnMask::LayerNorm);
@@ -943,8 +948,9 @@ LayerPlan make_plan(const LayerConfig& c, const PlanOptions& opt) {
       b.head_rows(s, "attn_lse", "row logsumexp of the attention scores: backward recomputes P from Q, K and it");
       if (bits_saved)
         b.head_row_words(s, "attn_dropout_bits",
-                         "attention dropout keep mask, 1 bit per score (W = ceil(S/32) uint32 per row); "
-                         "attn_dropout_checkpoint rewrites it in backward instead");
+                         std::string("attention dropout keep mask, 1 bit per score (W = ceil(S/32) uint32 per row); ") +
+                             (c.attn_dropout_checkpoint ? "kept under attn_dropout_checkpoint (DSKC_ATTN_BITS_BWD=saved)"
+                                                        : "attn_dropout_checkpoint rewrites it in backward instead"));
     } else {
       b.scores(s, "attn_probs", "softmax output P for the softmax backward");
       if (attn_drop && !c.attn_dropout_checkpoint)

@@ -291,10 +291,14 @@ enum class AttnMask {
 };
 // Where the backward rewrites the keep bits under attn_dropout_checkpoint (fused attention).
 enum class AttnBitsBwd {
-  FromEnvironment,  // DSKC_ATTN_BITS_BWD: unset, "" or "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel
+  FromEnvironment,  // DSKC_ATTN_BITS_BWD: unset, "" or "auto" -> Auto; "dot" -> Dot; "kernel" -> Kernel;
+                    // "saved" -> Saved
   Auto,             // the LayerNorm re-run where there is one (attn_bits_bwd_in_ln), else as Kernel
   Dot,              // attn_flash_bwd_dot's launch (attn_bits_bwd_in_dot)
   Kernel,           // the standalone attn_dropout_bits_bwd (first on the side stream)
+  Saved,            // nowhere: the forward's bits are kept, as DeepSpeed's attn_dropout_checkpoint keeps its
+                    // dropout mask (the dropped-out probabilities, never stored by the fused attention, are
+                    // what the flag checkpoints); the layer then runs as without the flag
 };
 // How the fused attention backward produces dQ.
 enum class AttnDq {

@@ -1270,6 +1270,27 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
   LayerConfig sto = adc;
   sto.stochastic_mode = true;
   CHECK(std::string(where(plan(sto, AttnBitsBwd::Dot, AttnMask::LayerNorm, AttnDq::Atomic))) == "kernel");
+  // saved: the forward's bits are kept (as DeepSpeed's attn_dropout_checkpoint keeps its dropout mask)
+  // and nothing rewrites them: the plan of the layer without the flag, kernel for kernel and tensor for
+  // tensor, 2 MiB of bits per BERT-Large layer at (64, 128) more than the default form keeps.
+  for (const LayerConfig& c : {adc, all}) {
+    INFO("normalize_invertible " << c.normalize_invertible);
+    LayerConfig none = c;
+    none.attn_dropout_checkpoint = false;
+    const LayerPlan saved = plan(c, AttnBitsBwd::Saved), base = plan(none, AttnBitsBwd::Auto);
+    CHECK(std::string(where(saved)) == "none");
+    CHECK(saved.attn_keep_bits_saved);
+    CHECK(saved.find_saved("attn_dropout_bits") != nullptr);
+    CHECK(saved.find_kernel("attn_dropout_bits_bwd") == nullptr);
+    REQUIRE(saved.kernels.size() == base.kernels.size());
+    for (size_t i = 0; i < base.kernels.size(); ++i) {
+      CHECK(saved.kernels[i].name == base.kernels[i].name);
+      CHECK(saved.kernels[i].op == base.kernels[i].op);
+    }
+    CHECK(saved.activation_bytes(64, 128) == base.activation_bytes(64, 128));
+    CHECK(saved.workspace_bytes(64, 128) == base.workspace_bytes(64, 128));
+    CHECK(saved.activation_bytes(64, 128) == plan(c, AttnBitsBwd::Auto).activation_bytes(64, 128) + (2 << 20));
+  }
   // The same memory either way; the generated wrapper takes the combined params.
   CHECK(plan(adc, AttnBitsBwd::Dot).activation_bytes(64, 128) == plan(adc, AttnBitsBwd::Kernel).activation_bytes(64, 128));
   CHECK(plan(adc, AttnBitsBwd::Dot).workspace_bytes(64, 128) == plan(adc, AttnBitsBwd::Kernel).workspace_bytes(64, 128));
@@ -1286,8 +1307,14 @@ TEST_CASE("DSKC_ATTN_BITS_BWD: attn_dropout_checkpoint's keep bits from the Laye
     dskc_test::ScopedEnv env("DSKC_ATTN_BITS_BWD", "dot");
     CHECK(make_plan(adc, {AttentionPath::FusedWhereSupported}).attn_bits_bwd_in_dot);
   }
+  {
+    dskc_test::ScopedEnv env("DSKC_ATTN_BITS_BWD", "saved");
+    CHECK(attn_bits_bwd_from_env() == AttnBitsBwd::Saved);
+    CHECK(make_plan(adc, {AttentionPath::FusedWhereSupported}).attn_keep_bits_saved);
+  }
   for (const char* bad : {"Dot", "ln", "auto "})
     check_env_error("DSKC_ATTN_BITS_BWD", bad, "auto", "kernel", [] { attn_bits_bwd_from_env(); });
+  check_env_error("DSKC_ATTN_BITS_BWD", "save", "dot", "saved", [] { attn_bits_bwd_from_env(); });
 }
 
 // DSKC_OUTPUT_GEMM=fused: on sm_90 in Pre-LN the gemm_sm90 output GEMM's epilogue (kBiasDropoutResidual)

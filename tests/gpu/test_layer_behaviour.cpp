@@ -239,16 +239,17 @@ TEST_CASE("attention dropout keeps exactly the Philox-selected probabilities (fu
 
 // The keep bits as the backward reads them: saved by the forward (attn_flash_fwd, or with
 // DSKC_ATTN_MASK=kernel attn_dropout_bits_fwd), or under attn_dropout_checkpoint in the workspace,
-// written by attn_dropout_bits_bwd during backward.
+// written by attn_dropout_bits_bwd during backward (saved there too with DSKC_ATTN_BITS_BWD=saved).
 TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_dropout_checkpoint saves none") {
   dskc_test::require_gpu();
   Context ctx;
   for (int S : {96, 93, 64, 37, 33, 32, 1})
     for (int flags : {0, 1, 2})  // none; attn_dropout_checkpoint; + normalize_invertible (ln: bits from the LN re-run)
       for (const char* mask_src : {"inline", "kernel", "ln"})
-        for (const char* bits_bwd : {"auto", "dot", "kernel"}) {
+        for (const char* bits_bwd : {"auto", "dot", "kernel", "saved"}) {
         const bool adc = flags >= 1, inv = flags == 2;
         const std::string m = mask_src, bb = bits_bwd;
+        const bool rewritten = adc && bb != "saved";  // the backward rewrites the bits into the workspace
         if (inv && m == "inline") continue;
         if (!adc && bb != "auto") continue;  // nothing rewritten in backward
         if (adc && !inv && bb == "kernel") continue;  // = auto there
@@ -263,13 +264,13 @@ TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_drop
         REQUIRE(layer.plan().fused_attention);
         const TensorInfo* bits = layer.plan().find_saved("attn_dropout_bits");
         CHECK(layer.plan().attn_keep_bits);
-        CHECK(layer.plan().attn_keep_bits_saved == !adc);
+        CHECK(layer.plan().attn_keep_bits_saved == !rewritten);
         CHECK(layer.plan().attn_mask_kernel == (m == "kernel" || m == "ln"));
         CHECK(layer.plan().attn_bits_in_ln == (m == "ln" && c.pre_layer_norm));
-        const bool bwd_ln = m == "ln" && c.pre_layer_norm && inv && bb == "auto";
+        const bool bwd_ln = m == "ln" && c.pre_layer_norm && inv && bb == "auto";  // (auto: adc, never saved)
         CHECK(layer.plan().attn_bits_bwd_in_ln == bwd_ln);
         CHECK(layer.plan().attn_bits_bwd_in_dot == (adc && bb == "dot"));
-        CHECK((bits != nullptr) == !adc);
+        CHECK((bits != nullptr) == !rewritten);
         layer.set_params(init_layer_params(c, 2));
         const int B = 3, W = (S + 31) / 32;
         const uint32_t step = 9;
@@ -279,7 +280,7 @@ TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_drop
         upload(ctx, dy.ptr(), dskc_test::randn(n, 4), DType::F16);
         layer.forward(x.ptr(), 0, y.ptr(), B, S, step);
         const size_t words = static_cast<size_t>(B) * c.heads * S * W;
-        if (adc) {
+        if (rewritten) {
           // The forward may have written the workspace bits too (kernel / ln): cleared, so what is read
           // below is what the backward rewrote (all-zero words keep nothing: every check would fail).
           upload(ctx, layer.tensor("attn_dropout_bits"), std::vector<float>(words, 0.f), DType::F32);

@@ -486,7 +486,7 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
     }
     for (bool adc : {false, true})
       for (const char* mask_src : {"inline", "kernel", "ln"})
-        for (const char* bits_bwd : {"auto", "dot"}) {
+        for (const char* bits_bwd : {"auto", "dot", "saved"}) {  // saved: the forward's bits kept
         if (!adc && std::string(mask_src) == "inline") continue;
         if (!adc && std::string(bits_bwd) != "auto") continue;  // nothing to rewrite
         INFO(dtype_name(t) << (adc ? " attn_dropout_checkpoint" : " no flag") << " DSKC_ATTN_MASK=" << mask_src
@@ -516,6 +516,10 @@ TEST_CASE("fused attention: keep-bit sources give bitwise identical outputs and 
     CHECK(got.grad_input == by_kernel.grad_input);
     REQUIRE(got.grads.size() == by_kernel.grads.size());
     for (const auto& [name, v] : by_kernel.grads) CHECK_MESSAGE(got.grads.at(name) == v, name);
+    // The forward's bits kept (the LayerNorm re-run then writes none): the same bits, the same layer.
+    INFO("... and DSKC_ATTN_BITS_BWD=saved");
+    const dskc_test::ScopedEnv env_saved("DSKC_ATTN_BITS_BWD", "saved");
+    check_bitwise(run_gpu(ctx, ci, params, in, B, S, step, AttentionPath::FusedWhereSupported), by_kernel);
   }
 }
 
