@@ -240,7 +240,7 @@ TEST_CASE("attention dropout keeps exactly the Philox-selected probabilities (fu
 // The keep bits as the backward reads them: saved by the forward (attn_flash_fwd, or with
 // DSKC_ATTN_MASK=kernel attn_dropout_bits_fwd), or under attn_dropout_checkpoint in the workspace,
 // written by attn_dropout_bits_bwd during backward (saved there too with DSKC_ATTN_BITS_BWD=saved).
-TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_dropout_checkpoint saves none") {
+TEST_CASE("fused attention keep bits are exactly the Philox keep mask; attn_dropout_checkpoint saves none unless DSKC_ATTN_BITS_BWD=saved") {
   dskc_test::require_gpu();
   Context ctx;
   for (int S : {96, 93, 64, 37, 33, 32, 1})
